@@ -1,0 +1,167 @@
+-- complete: finish active jobs with their results, fenced by lease token, and claim the next.
+-- KEYS: active completed events wake meta ring pending
+-- ARGV: prefix lease_ms claim_n, then one triple per job: id token result
+--   result: the encoded result ('' for none); claim_n: how many jobs to claim afterwards
+-- REPLY: {statuses, jobs, wake_id}: statuses[i] 'OK' or 'EMQLEASE' (the token is no longer
+--   the job's, or the job is not active: that job is left unchanged); jobs and wake_id as
+--   in claim.
+-- ERRORS: none (a stale token is a per-job status, so one zombie does not fail a batch)
+-- EVENTS: completed (id) per job; then claim's events. Retention trims completed by
+--   meta keep_completed (count, default 1000) and keep_completed_ms (age, default 1 day).
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+-- >>> lib/claim.lua
+-- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
+-- pending (lowest priority score first, then mint order). Each claimed job gets attempts + 1,
+-- a fresh lease token, state active and its lease deadline as its score in active.
+-- Returns the flat 7-per-job array (id token attempts max payload name backoff) and, when
+-- fewer than n were claimed, the wake stream's last id to block on ('' when full).
+local function claim(p, K, n, lease, now, emax)
+  local jobs, got = {}, 0
+  local paused = redis.call('HGET', K.meta, 'paused') == '1'
+  local function take(id)
+    local jk = p .. 'job:' .. id
+    local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff')
+    if row[1] ~= 'pending' then return false end -- a ghost or a moved row: skip it
+    local attempts = redis.call('HINCRBY', jk, 'attempts', 1)
+    local token = redis.call('HINCRBY', jk, 'token', 1)
+    redis.call('HSET', jk, 'state', 'active', 'started', now)
+    redis.call('ZADD', K.active, now + lease, id)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'active', 'id', id, 'attempt', attempts)
+    local b = got * 7
+    jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
+    jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
+    got = got + 1
+    return true
+  end
+  while not paused and got < n do
+    local moved = false
+    if redis.call('ZCARD', K.ring) > 0 then
+      local head = redis.call('ZPOPMIN', K.ring)
+      local group = head[1]
+      moved = true -- the ring shrank: a group whose lane emptied simply drops out
+      local popped = redis.call('ZPOPMIN', lane_key(p, group))
+      if popped[1] then
+        local running = tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0')
+        if take(popped[1]) then
+          running = redis.call('HINCRBY', p .. 'lanes:running', group, 1)
+        end
+        if redis.call('ZCARD', lane_key(p, group)) > 0 then ring_offer(p, K, group, running) end
+      end
+    end
+    if got < n then
+      -- With no lanes waiting, pop every free slot's worth in one call.
+      local want = (redis.call('ZCARD', K.ring) == 0) and (n - got) or 1
+      local flat = redis.call('ZPOPMIN', K.pending, want)
+      for i = 1, #flat, 2 do
+        moved = true
+        take(flat[i])
+      end
+    end
+    if not moved then break end
+  end
+  local wid = ''
+  if got < n then
+    local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', 1)
+    wid = last[1] and last[1][1] or '0-0'
+    -- This call took the last claimable job: the queue is drained.
+    if got > 0 and not paused then
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
+    end
+  end
+  return jobs, wid
+end
+-- <<< lib/claim.lua
+-- >>> lib/retention.lua
+-- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
+-- deleting their rows too. Bounded work per call: trims at most 1000 rows by count and
+-- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
+local function trim(p, set, keep, age, now)
+  local excess = redis.call('ZCARD', set) - keep
+  local old = {}
+  if excess > 0 then
+    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1)
+  elseif age >= 0 then
+    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, 100)
+  end
+  if #old > 0 then
+    local rows = {}
+    for i, id in ipairs(old) do rows[i] = p .. 'job:' .. id end
+    redis.call('DEL', unpack(rows))
+    redis.call('ZREM', set, unpack(old))
+  end
+end
+-- <<< lib/retention.lua
+local p = ARGV[1]
+local K = { active = KEYS[1], completed = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
+  ring = KEYS[6], pending = KEYS[7] }
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_completed_ms')
+local emax = s[1] or '10000'
+local statuses, woke = {}, false
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  local jk = p .. 'job:' .. id
+  local row = redis.call('HMGET', jk, 'state', 'token', 'group')
+  if row[1] ~= 'active' or row[2] ~= ARGV[i + 1] then
+    statuses[#statuses + 1] = 'EMQLEASE'
+  else
+    redis.call('ZREM', K.active, id)
+    redis.call('HSET', jk, 'state', 'completed', 'finished', now)
+    if ARGV[i + 2] ~= '' then redis.call('HSET', jk, 'result', ARGV[i + 2]) end
+    redis.call('ZADD', K.completed, now, id)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'completed', 'id', id)
+    if row[3] and lane_done(p, K, row[3]) then woke = true end
+    statuses[#statuses + 1] = 'OK'
+  end
+end
+trim(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now)
+if woke then wake(K) end
+local jobs, wid = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, emax)
+return { statuses, jobs, wid }

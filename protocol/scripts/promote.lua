@@ -1,0 +1,80 @@
+-- promote: release every due scheduled job to pending (or its lane), on the server clock.
+-- KEYS: schedule pending events wake meta ring
+-- ARGV: prefix batch [mode]
+--   prefix: the queue base root 'emq:{<queue>}:'; batch: at most this many members per call;
+--   mode 'next': reply with the clock and the next due instant too (a consumer's timer)
+-- REPLY: the number of due members selected, ghosts included (the seeds' reply); with mode
+--   'next': {count, now_ms, next_due_ms or -1 when nothing is scheduled}
+-- ERRORS: none
+-- EVENTS: waiting (id) per released job
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+local p = ARGV[1]
+local K = { schedule = KEYS[1], pending = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5], ring = KEYS[6] }
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+local woke = false
+for _, id in ipairs(due) do
+  redis.call('ZREM', K.schedule, id)
+  local jk = p .. 'job:' .. id
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio')
+  -- A ghost (row gone) leaves the set and is not resurrected; only a scheduled row moves.
+  if row[1] == 'scheduled' then
+    redis.call('HSET', jk, 'state', 'pending')
+    if release(p, K, id, row[2], row[3] or '0') then woke = true end
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id)
+  end
+end
+if woke then wake(K) end
+if ARGV[3] == 'next' then
+  local head = redis.call('ZRANGE', K.schedule, 0, 0, 'WITHSCORES')
+  return { #due, now, head[2] and tonumber(head[2]) or -1 }
+end
+return #due

@@ -1,0 +1,43 @@
+// One error type for the whole library: every failure carries a stable `code` that
+// callers (and other runtimes reading the same protocol) can switch on.
+
+/**
+ * The protocol's error codes (scripts reply with them as `<CODE> <message>`) and the
+ * runtime's own. See protocol/SPEC.md, "Error codes".
+ */
+export type ErrorCode =
+  | 'EMQKIND' // a job id that is not JOB-namespaced
+  | 'EMQLEASE' // a write fenced by a lease token that is no longer the job's
+  | 'EMQNOJOB' // no job row with that id
+  | 'EMQSTATE' // the verb does not apply to the job's current state
+  | 'EMQINPUT' // an argument the runtime refuses before the wire
+  | 'EMQCRON' // a cron pattern or time zone that cannot be parsed
+  | 'EMQTOOBIG' // a payload over the configured size limit
+  | 'EMQCLOSED' // a call after close()
+  | 'EMQCANCELLED' // the job was cancelled (checkpoint, waitFor)
+  | 'EMQTIMEOUT' // a wait that ran out of time
+  | 'EMQJOBFAILED' // waitFor: the job ended dead
+  | 'EMQNOSERVER' // no redis-server to talk to
+  | 'EMQPROTOCOL'; // a queue written by an incompatible protocol version
+
+export class EchoMQError extends Error {
+  override readonly name = 'EchoMQError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${code}: ${message}`, options);
+  }
+}
+
+const SCRIPT_ERROR = /^(EMQ[A-Z]+) (.*)$/s;
+
+/** Turns a script's `EMQxxx message` error reply into an EchoMQError; other errors pass through. */
+export function fromScriptError(err: unknown): unknown {
+  if (err instanceof Error) {
+    const m = SCRIPT_ERROR.exec(err.message);
+    if (m) return new EchoMQError(m[1] as ErrorCode, m[2] ?? '', { cause: err });
+  }
+  return err;
+}

@@ -1,0 +1,63 @@
+// The protocol's scripts, loaded from protocol/scripts/*.lua. Each script's contract header
+// (`-- KEYS: ...`) is the one machine-readable source of its key order: the runtime builds
+// KEYS from it and never retypes the order by hand.
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { KeyName } from './keyspace.js';
+
+export interface Script {
+  /** The verb, the file name without `.lua`. */
+  readonly name: string;
+  /** Key names in KEYS order, from the `-- KEYS:` line. */
+  readonly keys: readonly KeyName[];
+  readonly body: string;
+  readonly sha: string;
+}
+
+export type ScriptName =
+  | 'hello'
+  | 'enqueue'
+  | 'schedule'
+  | 'promote'
+  | 'claim'
+  | 'complete'
+  | 'fail'
+  | 'extend_lock'
+  | 'reap'
+  | 'sweep_stalled'
+  | 'cancel'
+  | 'remove'
+  | 'handback'
+  | 'progress';
+
+/** protocol/ sits beside src/ and dist/ alike. */
+export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'protocol');
+
+export function parseScript(name: string, body: string): Script {
+  const line = /^-- KEYS:(.*)$/m.exec(body);
+  if (!line) throw new Error(`protocol/scripts/${name}.lua has no "-- KEYS:" line in its contract`);
+  const keys = (line[1] ?? '').trim().split(/\s+/).filter(Boolean);
+  return { name, keys, body, sha: createHash('sha1').update(body).digest('hex') };
+}
+
+let cache: Map<string, Script> | undefined;
+
+/** Every script in protocol/scripts, parsed once per process. */
+export function loadScripts(dir = join(PROTOCOL_DIR, 'scripts')): Map<string, Script> {
+  if (dir === join(PROTOCOL_DIR, 'scripts') && cache) return cache;
+  const scripts = new Map<string, Script>();
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
+    const name = file.slice(0, -4);
+    scripts.set(name, parseScript(name, readFileSync(join(dir, file), 'utf8')));
+  }
+  if (dir === join(PROTOCOL_DIR, 'scripts')) cache = scripts;
+  return scripts;
+}
+
+export function script(name: ScriptName): Script {
+  const s = loadScripts().get(name);
+  if (!s) throw new Error(`protocol/scripts/${name}.lua is missing`);
+  return s;
+}

@@ -1,0 +1,119 @@
+// A throw-away redis-server per test file: free port, own temp dir, killed on stop.
+// Tests may also stop/restart it to prove recovery; nothing here touches :6379.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface RedisServerOptions {
+  /** Extra `--flag value` pairs for redis-server, e.g. ['--appendonly', 'yes']. */
+  args?: string[];
+}
+
+export class RedisServer {
+  readonly dir: string;
+  private child: ChildProcess | null = null;
+
+  private constructor(
+    readonly port: number,
+    private readonly args: string[],
+  ) {
+    this.dir = mkdtempSync(join(tmpdir(), 'echomq-redis-'));
+  }
+
+  static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
+    const server = new RedisServer(await freePort(), opts.args ?? []);
+    await server.boot();
+    return server;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** A plain ioredis client on this server, for assertions on raw keys. */
+  client(): Redis {
+    return new Redis(this.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+  }
+
+  private async boot(): Promise<void> {
+    const child = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(this.port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        this.dir,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        ...this.args,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    this.child = child;
+    let output = '';
+    child.stdout?.on('data', (d) => {
+      output += d;
+    });
+    child.stderr?.on('data', (d) => {
+      output += d;
+    });
+    const ready = await new Promise<boolean>((resolve) => {
+      const done = (ok: boolean) => {
+        clearInterval(poll);
+        resolve(ok);
+      };
+      child.once('exit', () => done(false));
+      child.once('error', () => done(false));
+      const poll = setInterval(() => {
+        if (output.includes('Ready to accept connections')) done(true);
+      }, 10);
+    });
+    if (!ready) {
+      throw new Error(
+        `redis-server did not start on port ${this.port}: ${output.trim() || 'is it installed? apt-get install redis-server'}`,
+      );
+    }
+  }
+
+  /** SIGKILL the server (a crash) and wait until the process is gone. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.kill(signal);
+    });
+    this.child = null;
+  }
+
+  /** Start again on the same port and directory (data survives only with persistence flags). */
+  async restart(): Promise<void> {
+    await this.kill();
+    await this.boot();
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
