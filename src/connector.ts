@@ -2,7 +2,7 @@
 // `run`, which uses EVALSHA and reloads a script transparently on NOSCRIPT (a restarted or
 // new server), turns `EMQxxx` error replies into EchoMQErrors, and reports each call to an
 // optional observer (metrics and tracing hook in here, callers add no timing of their own).
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from './errors.js';
 import type { Script } from './scripts.js';
 

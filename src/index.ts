@@ -1,7 +1,18 @@
 export { Backoff, type BackoffPolicy } from './backoff.js';
 export type { ConnectOptions, RedisClient } from './connector.js';
+export {
+  type ConsumeOptions,
+  Consumer,
+  type ConsumerEvents,
+  type Handler,
+  type Job,
+  type JobContext,
+  type Recovery,
+  UnrecoverableError,
+} from './consumer.js';
 export { EchoMQ, type EchoMQOptions } from './echomq.js';
 export { EchoMQError, type ErrorCode } from './errors.js';
+export { type EventName, type EventsOptions, type QueueEvent, QueueEvents } from './events.js';
 export { isJobId, mintJobId } from './ids.js';
 export {
   type EnqueueOptions,
@@ -14,3 +25,4 @@ export {
   type ScheduleStatus,
 } from './jobs.js';
 export { PROTOCOL_VERSION } from './keyspace.js';
+export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';

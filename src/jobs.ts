@@ -2,15 +2,25 @@
 // (get, counts), end (cancel, remove) and the sweeps (promote, reap, sweepStalled). Each verb
 // is one protocol script; the consumer and the event reader build on this module.
 import { Backoff, type BackoffPolicy } from './backoff.js';
+import { encodeJson, parseMaybe } from './codec.js';
 import type { Connector } from './connector.js';
+import { type ConsumeOptions, Consumer, type Handler } from './consumer.js';
 import { EchoMQError } from './errors.js';
+import { type EventsOptions, QueueEvents, waitFor } from './events.js';
 import { assertJobId, mintJobId } from './ids.js';
 import { assertName, Keyspace, PROTOCOL_VERSION } from './keyspace.js';
 import { type Script, type ScriptName, script } from './scripts.js';
 
 /** The states a job row can be in; the same words in Lua, TypeScript, the CLI and dashboard. */
 export type JobState = 'scheduled' | 'pending' | 'active' | 'completed' | 'dead' | 'cancelled';
-export const JOB_STATES: readonly JobState[] = ['scheduled', 'pending', 'active', 'completed', 'dead', 'cancelled'];
+export const JOB_STATES: readonly JobState[] = [
+  'scheduled',
+  'pending',
+  'active',
+  'completed',
+  'dead',
+  'cancelled',
+];
 
 export interface EnqueueOptions {
   /** Your own id (must start with `JOB`); enqueue is idempotent on it. Default: a minted id. */
@@ -62,30 +72,12 @@ export interface JobView<D = unknown, R = unknown> {
 const PRIORITY_MAX = 2 ** 21;
 const CHUNK = 1000;
 
-/** Encodes a value as JSON for the wire, refusing what cannot round-trip or is too big. */
-export function encodeJson(value: unknown, what: string, limit: number): string {
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(value);
-  } catch (err) {
-    throw new EchoMQError('EMQINPUT', `${what} cannot be encoded as JSON: ${(err as Error).message}`);
-  }
-  if (text === undefined) {
-    throw new EchoMQError('EMQINPUT', `${what} cannot be encoded as JSON (got ${typeof value}); pass null instead`);
-  }
-  const size = Buffer.byteLength(text);
-  if (size > limit) {
-    throw new EchoMQError(
-      'EMQTOOBIG',
-      `${what} is ${size} bytes encoded, over the ${limit}-byte limit; store large data elsewhere and enqueue a reference, or raise maxPayloadBytes`,
-    );
-  }
-  return text;
-}
-
 function wholeNumber(value: unknown, what: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new EchoMQError('EMQINPUT', `${what} must be a whole number from ${min} to ${max}, got ${String(value)}`);
+    throw new EchoMQError(
+      'EMQINPUT',
+      `${what} must be a whole number from ${min} to ${max}, got ${String(value)}`,
+    );
   }
   return value;
 }
@@ -144,7 +136,10 @@ export class Queue<D = unknown, R = unknown> {
   private admission(data: D, opts: EnqueueOptions = {}): Admission {
     for (const key of Object.keys(opts)) {
       if (!KNOWN_OPTIONS.has(key)) {
-        throw new EchoMQError('EMQINPUT', `unknown enqueue option "${key}"; known: ${[...KNOWN_OPTIONS].join(', ')}`);
+        throw new EchoMQError(
+          'EMQINPUT',
+          `unknown enqueue option "${key}"; known: ${[...KNOWN_OPTIONS].join(', ')}`,
+        );
       }
     }
     const id = opts.id ?? mintJobId();
@@ -204,7 +199,9 @@ export class Queue<D = unknown, R = unknown> {
    * Adds many jobs, one script call per chunk of 1,000 (two chunks in flight), not one per job.
    * Resolves in input order.
    */
-  async enqueueMany(items: readonly { data: D; opts?: EnqueueOptions }[]): Promise<{ id: string; status: EnqueueStatus }[]> {
+  async enqueueMany(
+    items: readonly { data: D; opts?: EnqueueOptions }[],
+  ): Promise<{ id: string; status: EnqueueStatus }[]> {
     this.connector.assertOpen();
     const jobs = items.map((it) => this.admission(it.data, it.opts)); // refuse bad input before the wire
     const out: { id: string; status: EnqueueStatus }[] = new Array(jobs.length);
@@ -223,12 +220,20 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /** Adds a job that becomes claimable at `runAtMs` (epoch ms, judged on the Redis server's clock). */
-  enqueueAt(data: D, runAtMs: number, opts?: EnqueueOptions): Promise<{ id: string; status: ScheduleStatus }> {
+  enqueueAt(
+    data: D,
+    runAtMs: number,
+    opts?: EnqueueOptions,
+  ): Promise<{ id: string; status: ScheduleStatus }> {
     return this.schedule(data, 'at', wholeNumber(runAtMs, 'runAtMs', 0), opts);
   }
 
   /** Adds a job that becomes claimable `delayMs` from now, measured on the Redis server's clock. */
-  enqueueIn(data: D, delayMs: number, opts?: EnqueueOptions): Promise<{ id: string; status: ScheduleStatus }> {
+  enqueueIn(
+    data: D,
+    delayMs: number,
+    opts?: EnqueueOptions,
+  ): Promise<{ id: string; status: ScheduleStatus }> {
     return this.schedule(data, 'in', wholeNumber(delayMs, 'delayMs', 0), opts);
   }
 
@@ -266,7 +271,8 @@ export class Queue<D = unknown, R = unknown> {
     const k = this.keys;
     const groups = await c.smembers(k.key('lanes'));
     const pipeline = c.pipeline();
-    for (const set of ['schedule', 'pending', 'active', 'completed', 'dead', 'cancelled']) pipeline.zcard(k.key(set));
+    for (const set of ['schedule', 'pending', 'active', 'completed', 'dead', 'cancelled'])
+      pipeline.zcard(k.key(set));
     for (const g of groups) pipeline.zcard(k.lane(g));
     const replies = ((await pipeline.exec()) ?? []).map(([err, n]) => {
       if (err) throw err;
@@ -300,6 +306,27 @@ export class Queue<D = unknown, R = unknown> {
     return (await this.run('remove', [this.keys.prefix, id], id)) === 1;
   }
 
+  // ── processing and watching ─────────────────────────────────────────────────
+
+  /** Starts a consumer running `handler` over this queue's jobs. See ConsumeOptions. */
+  consume(handler: Handler<D, R>, opts?: ConsumeOptions): Consumer<D, R> {
+    this.connector.assertOpen();
+    return new Consumer<D, R>(this, handler, opts).start();
+  }
+
+  /** Follows the queue's events stream (from '$' by default; '0' replays). */
+  events(opts?: EventsOptions): QueueEvents {
+    this.connector.assertOpen();
+    return new QueueEvents(this as Queue<unknown, unknown>, opts);
+  }
+
+  /** Resolves with the job's result when it completes; rejects when it ends dead or cancelled. */
+  waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<R> {
+    this.connector.assertOpen();
+    assertJobId(id);
+    return waitFor(this as Queue<unknown, R>, id, opts.timeoutMs);
+  }
+
   // ── sweeps ──────────────────────────────────────────────────────────────────
 
   /** Releases due scheduled jobs (server clock); returns how many due members were selected. */
@@ -323,7 +350,9 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /** The count-thresholded stalled check: recover expired leases, dead-letter repeat stallers. */
-  async sweepStalled(opts: { maxStalled?: number; batch?: number } = {}): Promise<{ recovered: string[]; dead: string[] }> {
+  async sweepStalled(
+    opts: { maxStalled?: number; batch?: number } = {},
+  ): Promise<{ recovered: string[]; dead: string[] }> {
     const [recovered, dead] = (await this.run('sweep_stalled', [
       this.keys.prefix,
       wholeNumber(opts.maxStalled ?? 1, 'maxStalled', 0),
@@ -335,15 +364,6 @@ export class Queue<D = unknown, R = unknown> {
 
 function num(v: string | undefined): number | undefined {
   return v === undefined ? undefined : Number(v);
-}
-
-function parseMaybe(v: string | undefined): unknown {
-  if (v === undefined) return undefined;
-  try {
-    return JSON.parse(v);
-  } catch {
-    return v; // a runtime in another language may store plain text
-  }
 }
 
 /** Decodes a job row (HGETALL) into its view. */
@@ -363,7 +383,8 @@ export function jobView<D, R>(id: string, row: Record<string, string>): JobView<
   if (row.prio) view.priority = Number(row.prio);
   if (row.backoff) view.backoff = JSON.parse(row.backoff) as BackoffPolicy;
   if (row.result !== undefined) view.result = parseMaybe(row.result) as R;
-  if (row.error !== undefined) view.error = row.stack ? { message: row.error, stack: row.stack } : { message: row.error };
+  if (row.error !== undefined)
+    view.error = row.stack ? { message: row.error, stack: row.stack } : { message: row.error };
   if (row.progress !== undefined) view.progress = parseMaybe(row.progress);
   const runAt = num(row.runat);
   if (runAt !== undefined) view.runAt = runAt;

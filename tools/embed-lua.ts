@@ -14,7 +14,10 @@ export const protocolDir = join(dirname(fileURLToPath(import.meta.url)), '..', '
 
 /** The script text with every marked block refilled from its lib file. */
 export function embedLibs(script: string, readLib: (name: string) => string): string {
-  return script.replace(BLOCK, (_all, name: string) => `-- >>> ${name}\n${readLib(name).trimEnd()}\n-- <<< ${name}`);
+  return script.replace(
+    BLOCK,
+    (_all, name: string) => `-- >>> ${name}\n${readLib(name).trimEnd()}\n-- <<< ${name}`,
+  );
 }
 
 export function readProtocolLib(name: string): string {

@@ -1,0 +1,635 @@
+// The consumer: runs a handler over a queue's jobs under leases. Its beat, in order:
+//   1. control  — stop when closing; a paused queue simply claims nothing
+//   2. ttl      — close itself once ttlMs has elapsed
+//   3. recover  — reap expired leases (or the count-thresholded stalled sweep), once a beat
+//   4. promote  — release due scheduled jobs; learn the next due instant for a timer
+//   5. drain    — claim up to the free slots in one call
+//   6. park     — block on the wake stream until work arrives, the next due instant, or the beat
+// Finished jobs are acknowledged in batches (every completion of one tick in one `complete`
+// call) and the same call claims the next jobs, so a busy consumer needs about one round trip
+// per batch of jobs and never a timer per job. Leases of all running jobs are extended by one
+// `extend_lock` call per period. A wire error on any leg skips the rest of the beat and backs
+// off exponentially (degraded); a healthy beat resets it.
+import { EventEmitter } from 'node:events';
+import { Backoff, type BackoffPolicy } from './backoff.js';
+import { encodeJson } from './codec.js';
+import type { RedisClient } from './connector.js';
+import { EchoMQError } from './errors.js';
+import type { Queue } from './jobs.js';
+
+export type Recovery = 'reap' | 'stalled' | 'off';
+
+export interface ConsumeOptions {
+  /** Handlers running at once in this consumer. Default 10. */
+  concurrency?: number;
+  /** Lease length in ms: a job whose lease is not extended for this long is recovered. Default 30000. */
+  leaseMs?: number;
+  /** How often leases are extended (and a cancel request is noticed), in ms. Default leaseMs / 3. */
+  extendMs?: number;
+  /** The beat in ms: recovery runs and an idle consumer re-checks this often. Default 1000. */
+  beatMs?: number;
+  /** Recovery of expired leases: 'reap' (default), 'stalled' (dead-letter past maxStalled) or 'off'. */
+  recovery?: Recovery;
+  /** With recovery 'stalled': recoveries allowed before a job is dead-lettered. Default 1. */
+  maxStalled?: number;
+  /** Scheduled jobs released per promote call. Default 100. */
+  promoteBatch?: number;
+  /** Close the consumer after this many ms (a worker that recycles itself). Default: never. */
+  ttlMs?: number;
+  /** Retry delay for jobs enqueued without their own policy. Default exponential 1 s, cap 5 min. */
+  backoff?: BackoffPolicy;
+  /** Largest error message / stack stored on the row, in bytes. Default 2048 / 8192. */
+  maxErrorBytes?: number;
+  maxStackBytes?: number;
+}
+
+/** The job as a handler sees it. */
+export interface Job<D = unknown> {
+  readonly id: string;
+  readonly name: string | undefined;
+  readonly data: D;
+  /** This attempt's number, from 1. */
+  readonly attempts: number;
+  readonly maxAttempts: number;
+}
+
+export interface JobContext {
+  /** Aborted when the job is cancelled, its lease is lost, or the consumer closes before it ends. */
+  readonly signal: AbortSignal;
+  /** Extends the lease now; throws when the job was cancelled or the lease was lost. */
+  checkpoint(): Promise<void>;
+  /** Stores progress (a number or an object) on the row and emits `progress`. */
+  progress(value: number | object): Promise<void>;
+}
+
+export type Handler<D, R> = (job: Job<D>, ctx: JobContext) => Promise<R> | R;
+
+/** Throw (or wrap) this to dead-letter a job at once, whatever attempts it has left. */
+export class UnrecoverableError extends Error {
+  override readonly name = 'UnrecoverableError';
+}
+
+export interface ConsumerEvents {
+  completed: [job: Job, result: unknown];
+  failed: [job: Job, error: Error, outcome: 'retry' | 'dead' | 'cancelled'];
+  /** The lease was taken over (expired and recovered elsewhere): the result was not stored. */
+  lost: [job: Job];
+  error: [error: unknown];
+  degraded: [error: unknown, retryInMs: number];
+  recovered: [];
+  closed: [];
+}
+
+const DEFAULT_BACKOFF: BackoffPolicy = { kind: 'exponential', base: 1000, cap: 300_000 };
+const WATCHDOG_GRACE_MS = 2000;
+const DEGRADED_CAP_MS = 5000;
+
+type Abort = 'cancelled' | 'lost' | 'closing';
+
+class Running<D> implements Job<D>, JobContext {
+  private controller: AbortController | undefined;
+  aborted: Abort | undefined;
+  /** Set when the job left this consumer (handed back, or lost): its outcome is not sent. */
+  released = false;
+
+  constructor(
+    private readonly consumer: Consumer<D, unknown>,
+    readonly id: string,
+    readonly token: string,
+    readonly attempts: number,
+    readonly maxAttempts: number,
+    readonly data: D,
+    readonly name: string | undefined,
+    readonly backoff: BackoffPolicy | undefined,
+  ) {}
+
+  // The controller is made on first use: most handlers never look at the signal.
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.reason());
+    }
+    return this.controller.signal;
+  }
+
+  abort(why: Abort): void {
+    if (this.aborted) return;
+    this.aborted = why;
+    this.controller?.abort(this.reason());
+  }
+
+  reason(): EchoMQError {
+    if (this.aborted === 'cancelled') return new EchoMQError('EMQCANCELLED', `job ${this.id} was cancelled`);
+    if (this.aborted === 'lost') {
+      return new EchoMQError(
+        'EMQLEASE',
+        `job ${this.id} lost its lease (it was recovered by another consumer)`,
+      );
+    }
+    return new EchoMQError(
+      'EMQCLOSED',
+      `the consumer closed before job ${this.id} finished; it was handed back`,
+    );
+  }
+
+  checkpoint(): Promise<void> {
+    return this.consumer.checkpoint(this);
+  }
+
+  progress(value: number | object): Promise<void> {
+    return this.consumer.progress(this, value);
+  }
+}
+
+export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEvents> {
+  readonly concurrency: number;
+  readonly leaseMs: number;
+  readonly extendMs: number;
+  readonly beatMs: number;
+  readonly recovery: Recovery;
+  readonly maxStalled: number;
+  readonly promoteBatch: number;
+  readonly ttlMs: number | undefined;
+  private readonly backoff: BackoffPolicy;
+  private readonly maxErrorBytes: number;
+  private readonly maxStackBytes: number;
+
+  private readonly held = new Map<string, Running<D>>();
+  /** Handlers finished but not yet acknowledged: id, token, encoded result. */
+  private acks: [Running<D>, string][] = [];
+  private ackScheduled = false;
+  /** Slots promised to claims in flight, so two calls never over-claim. */
+  private reserved = 0;
+  /** The last claim came back short: nothing claimable until a wake, a due timer or the beat. */
+  private short = false;
+  private wakeId = '0-0';
+  private closing = false;
+  private closed: Promise<void> | undefined;
+  private readonly startedAt = performance.now();
+  private lastRecoverAt = Number.NEGATIVE_INFINITY;
+  private degradedStreak = 0;
+  private nextDueAt = Number.POSITIVE_INFINITY; // local performance.now() of the next due job
+  private parkTimer: NodeJS.Timeout | undefined;
+  /** How the loop waits now: asleep on a timer (slots full or work waiting) or blocked on wake. */
+  private parked: 'no' | 'sleep' | 'block' = 'no';
+  private unpark: (() => void) | undefined;
+  private extendTimer: NodeJS.Timeout | undefined;
+  private blocking: RedisClient | undefined;
+  private loopDone: Promise<void> | undefined;
+  private readonly idleWaiters: (() => void)[] = [];
+  private readonly settledWaiters: (() => void)[] = [];
+
+  constructor(
+    readonly queue: Queue<D, R>,
+    private readonly handler: Handler<D, R>,
+    opts: ConsumeOptions = {},
+  ) {
+    super();
+    this.concurrency = positive(opts.concurrency ?? 10, 'concurrency');
+    this.leaseMs = positive(opts.leaseMs ?? 30_000, 'leaseMs');
+    this.extendMs = positive(opts.extendMs ?? Math.max(1, Math.floor(this.leaseMs / 3)), 'extendMs');
+    this.beatMs = positive(opts.beatMs ?? 1000, 'beatMs');
+    this.recovery = opts.recovery ?? 'reap';
+    if (!['reap', 'stalled', 'off'].includes(this.recovery)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `recovery must be 'reap', 'stalled' or 'off', got ${String(opts.recovery)}`,
+      );
+    }
+    this.maxStalled = positive(opts.maxStalled ?? 1, 'maxStalled', 0);
+    this.promoteBatch = positive(opts.promoteBatch ?? 100, 'promoteBatch');
+    this.ttlMs = opts.ttlMs === undefined ? undefined : positive(opts.ttlMs, 'ttlMs');
+    this.backoff = Backoff.validate(opts.backoff ?? DEFAULT_BACKOFF);
+    this.maxErrorBytes = positive(opts.maxErrorBytes ?? 2048, 'maxErrorBytes');
+    this.maxStackBytes = positive(opts.maxStackBytes ?? 8192, 'maxStackBytes');
+    // An 'error' with no listener would crash the process; a consumer reports and carries on.
+    this.on('error', () => {});
+  }
+
+  /** Starts the beat. Called by queue.consume(). */
+  start(): this {
+    this.blocking = this.queue.connector.duplicate();
+    this.blocking.on('error', () => {}); // reconnects on its own; the watchdog bounds waits
+    this.loopDone = this.loop();
+    return this;
+  }
+
+  /** Jobs running now. */
+  get running(): number {
+    return this.held.size;
+  }
+
+  private get free(): number {
+    return this.concurrency - this.held.size - this.reserved;
+  }
+
+  // ── the beat ────────────────────────────────────────────────────────────────
+
+  private async loop(): Promise<void> {
+    while (!this.closing) {
+      if (this.ttlMs !== undefined && performance.now() - this.startedAt >= this.ttlMs) {
+        void this.close();
+        break;
+      }
+      try {
+        await this.recover();
+        await this.promote();
+        await this.drain();
+        if (this.degradedStreak > 0) {
+          this.degradedStreak = 0;
+          this.emit('recovered');
+        }
+      } catch (err) {
+        if (this.closing) break;
+        this.degradedStreak += 1;
+        const wait = Math.min(50 * 2 ** this.degradedStreak, DEGRADED_CAP_MS);
+        this.emit('degraded', err, wait);
+        await this.sleep(wait);
+        continue;
+      }
+      this.settle();
+      await this.park();
+    }
+  }
+
+  private async recover(): Promise<void> {
+    const now = performance.now();
+    if (this.recovery === 'off' || now - this.lastRecoverAt < this.beatMs) return;
+    if (this.recovery === 'reap') await this.queue.reap(this.promoteBatch);
+    else await this.queue.sweepStalled({ maxStalled: this.maxStalled, batch: this.promoteBatch });
+    this.lastRecoverAt = now;
+  }
+
+  private async promote(): Promise<void> {
+    const { count, now, nextDue } = await this.queue.promoteNext(this.promoteBatch);
+    if (count >= this.promoteBatch)
+      this.nextDueAt = performance.now(); // more are due: go again
+    else this.nextDueAt = nextDue < 0 ? Number.POSITIVE_INFINITY : performance.now() + (nextDue - now);
+    if (count > 0) this.short = false;
+  }
+
+  private async drain(): Promise<void> {
+    if (this.closing || this.short) return;
+    const n = this.free;
+    if (n <= 0) return;
+    this.reserved += n;
+    let reply: [unknown[], string];
+    try {
+      reply = (await this.queue.run('claim', [this.queue.keys.prefix, n, this.leaseMs])) as [
+        unknown[],
+        string,
+      ];
+    } finally {
+      this.reserved -= n;
+    }
+    this.started(reply[0], reply[1]);
+  }
+
+  /** Waits for whichever comes first: new work (wake stream), the next due job, the beat, close. */
+  private async park(): Promise<void> {
+    if (this.closing) return;
+    const untilDue = this.nextDueAt - performance.now();
+    const wait = Math.max(
+      0,
+      Math.min(this.beatMs - (performance.now() - this.lastRecoverAt), untilDue, this.beatMs),
+    );
+    if (wait <= 0) return;
+    if (this.short && this.free > 0) {
+      this.parked = 'block';
+      await this.blockOnWake(Math.max(1, Math.ceil(wait)));
+    } else {
+      this.parked = 'sleep';
+      await this.sleep(wait);
+    }
+    this.parked = 'no';
+  }
+
+  /** XREAD BLOCK on the wake stream, bounded by a watchdog that drops a dead connection. */
+  private async blockOnWake(ms: number): Promise<void> {
+    const conn = this.blocking;
+    if (!conn) return;
+    const watchdog = setTimeout(() => conn.disconnect(true), ms + WATCHDOG_GRACE_MS);
+    try {
+      const reply = (await conn.xread('BLOCK', ms, 'STREAMS', this.queue.keys.key('wake'), this.wakeId)) as
+        | [string, [string, string[]][]][]
+        | null;
+      const entries = reply?.[0]?.[1];
+      if (entries && entries.length > 0) {
+        this.wakeId = entries[entries.length - 1]![0];
+        this.short = false;
+      }
+    } catch (err) {
+      if (!this.closing) {
+        this.emit('error', err);
+        await this.sleep(Math.min(100, ms)); // the connection is coming back; don't spin
+      }
+    } finally {
+      clearTimeout(watchdog);
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.unpark = resolve;
+      this.parkTimer = setTimeout(resolve, ms);
+    });
+  }
+
+  private wakeLoop(): void {
+    if (this.parkTimer) clearTimeout(this.parkTimer);
+    this.unpark?.();
+  }
+
+  // ── running jobs ────────────────────────────────────────────────────────────
+
+  /** Starts the handlers of claimed jobs (claim's flat reply: 7 entries per job). */
+  private started(flat: unknown[], wakeId: string): void {
+    this.short = wakeId !== '';
+    if (this.short) this.wakeId = wakeId;
+    for (let i = 0; i < flat.length; i += 7) {
+      const id = flat[i] as string;
+      const backoff = flat[i + 6] as string;
+      let data: D;
+      try {
+        data = JSON.parse(flat[i + 4] as string) as D;
+      } catch {
+        data = flat[i + 4] as D; // plain text from another runtime
+      }
+      const job = new Running<D>(
+        this as Consumer<D, unknown>,
+        id,
+        String(flat[i + 1]),
+        Number(flat[i + 2]),
+        Number(flat[i + 3]),
+        data,
+        (flat[i + 5] as string) || undefined,
+        backoff ? (JSON.parse(backoff) as BackoffPolicy) : undefined,
+      );
+      this.held.set(id, job);
+      void this.execute(job);
+    }
+    if (this.held.size > 0 && !this.extendTimer) {
+      this.extendTimer = setInterval(() => void this.extend(), this.extendMs);
+    }
+  }
+
+  private async execute(job: Running<D>): Promise<void> {
+    let result: R;
+    try {
+      result = await this.handler(job, job);
+    } catch (err) {
+      await this.failed(job, err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    if (job.released) return this.finish(job);
+    let encoded: string;
+    try {
+      encoded = result === undefined ? '' : encodeJson(result, 'job result', this.queue.maxPayloadBytes);
+    } catch (err) {
+      await this.failed(job, err as Error);
+      return;
+    }
+    this.acks.push([job, encoded]);
+    if (!this.ackScheduled) {
+      this.ackScheduled = true;
+      process.nextTick(() => void this.flushAcks());
+    }
+  }
+
+  /** One `complete` call for every handler that finished this tick, claiming the next jobs. */
+  private async flushAcks(): Promise<void> {
+    this.ackScheduled = false;
+    const acks = this.acks;
+    this.acks = [];
+    if (acks.length === 0) return;
+    const argv: (string | number)[] = [this.queue.keys.prefix, this.leaseMs, 0];
+    for (const [job, result] of acks) argv.push(job.id, job.token, result);
+    // Finished jobs free their slots as this call claims: acks count as free.
+    const n = this.closing ? 0 : Math.max(0, this.free + acks.length);
+    argv[2] = n;
+    this.reserved += n;
+    let reply: [string[], unknown[], string];
+    try {
+      reply = (await this.queue.run('complete', argv)) as [string[], unknown[], string];
+    } catch (err) {
+      this.reserved -= n;
+      // Not acknowledged: keep the jobs held (their leases keep being extended) and retry.
+      this.emit('error', err);
+      this.acks.unshift(...acks);
+      setTimeout(() => {
+        if (!this.ackScheduled) {
+          this.ackScheduled = true;
+          void this.flushAcks();
+        }
+      }, 100);
+      return;
+    }
+    this.reserved -= n;
+    const [statuses, jobs, wakeId] = reply;
+    for (const [i, [job, result]] of acks.entries()) {
+      this.finish(job);
+      if (statuses[i] === 'OK') this.emit('completed', job, result === '' ? undefined : JSON.parse(result));
+      else this.emit('lost', job);
+    }
+    if (n > 0) this.started(jobs, wakeId);
+    this.watchForWork();
+    this.settle();
+  }
+
+  private async failed(job: Running<D>, error: Error): Promise<void> {
+    if (job.released) return this.finish(job);
+    const unrecoverable = error instanceof UnrecoverableError || job.aborted === 'cancelled';
+    const delay =
+      unrecoverable || job.attempts >= job.maxAttempts
+        ? -1
+        : Backoff.delayMs(job.backoff ?? this.backoff, job.attempts);
+    const message = clip(error.message || String(error), this.maxErrorBytes);
+    const stack = clip(error.stack ?? '', this.maxStackBytes);
+    for (;;) {
+      try {
+        const outcome = (await this.queue.run(
+          'fail',
+          [this.queue.keys.prefix, job.id, job.token, message, stack, delay],
+          job.id,
+        )) as 'retry' | 'dead' | 'cancelled';
+        this.finish(job);
+        this.emit('failed', job, error, outcome);
+        break;
+      } catch (err) {
+        if (err instanceof EchoMQError && (err.code === 'EMQLEASE' || err.code === 'EMQNOJOB')) {
+          this.finish(job);
+          this.emit('lost', job);
+          break;
+        }
+        if (this.queue.connector.isClosed) return this.finish(job);
+        this.emit('error', err);
+        await new Promise((r) => setTimeout(r, 100)); // keep the lease alive and try again
+      }
+    }
+    this.refill();
+  }
+
+  private finish(job: Running<D>): void {
+    if (this.held.get(job.id) === job) this.held.delete(job.id);
+    if (this.held.size === 0 && this.extendTimer) {
+      clearInterval(this.extendTimer);
+      this.extendTimer = undefined;
+    }
+    this.settle();
+  }
+
+  /** A slot freed outside an ack (a failure): claim for it on the next tick, with the acks. */
+  private refill(): void {
+    if (this.closing || this.free <= 0) return;
+    if (this.short) return this.watchForWork();
+    if (!this.ackScheduled) {
+      this.ackScheduled = true;
+      process.nextTick(() => void this.claimFree());
+    }
+  }
+
+  /**
+   * The queue was short and the loop sleeps because every slot was busy: now that a slot is
+   * free, move the loop to a blocking read on the wake stream so new work is seen at once.
+   */
+  private watchForWork(): void {
+    if (this.parked === 'sleep' && this.short && this.free > 0) this.wakeLoop();
+  }
+
+  private async claimFree(): Promise<void> {
+    if (this.acks.length > 0) return this.flushAcks();
+    this.ackScheduled = false;
+    try {
+      await this.drain();
+    } catch (err) {
+      this.emit('error', err); // the beat will claim again
+    }
+    this.settle();
+  }
+
+  // ── leases ──────────────────────────────────────────────────────────────────
+
+  /** One extend_lock call for every held job; aborts the ones cancelled or lost. */
+  private async extend(): Promise<void> {
+    const jobs = [...this.held.values()].filter((j) => !j.released);
+    if (jobs.length === 0) return;
+    const argv: (string | number)[] = [this.queue.keys.prefix, this.leaseMs];
+    for (const j of jobs) argv.push(j.id, j.token);
+    try {
+      const statuses = (await this.queue.run('extend_lock', argv)) as string[];
+      for (const [i, job] of jobs.entries()) this.onLease(job, statuses[i]!);
+    } catch (err) {
+      this.emit('error', err);
+    }
+  }
+
+  private onLease(job: Running<D>, status: string): void {
+    if (status === 'cancel') job.abort('cancelled');
+    else if (status === 'lost') {
+      job.released = true;
+      job.abort('lost');
+    }
+  }
+
+  /** ctx.checkpoint(): extends this job's lease now; throws when cancelled or lost. */
+  async checkpoint(job: Running<D>): Promise<void> {
+    if (!job.aborted) {
+      const [status] = (await this.queue.run('extend_lock', [
+        this.queue.keys.prefix,
+        this.leaseMs,
+        job.id,
+        job.token,
+      ])) as string[];
+      this.onLease(job, status!);
+    }
+    if (job.aborted) throw job.reason();
+  }
+
+  /** ctx.progress(): stores progress on the row (fenced by the lease token). */
+  async progress(job: Running<D>, value: number | object): Promise<void> {
+    const encoded = encodeJson(value, 'progress', this.queue.maxPayloadBytes);
+    await this.queue.run('progress', [job.id, job.token, encoded], job.id);
+  }
+
+  // ── observing and closing ───────────────────────────────────────────────────
+
+  private settle(): void {
+    if (this.held.size === 0 && this.acks.length === 0 && this.reserved === 0) {
+      for (const w of this.settledWaiters.splice(0)) w();
+      if (this.short || this.closing) for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+
+  /** Resolves when nothing is running and the last claim found nothing claimable. */
+  idle(): Promise<void> {
+    return new Promise((resolve) => {
+      this.idleWaiters.push(resolve);
+      this.settle();
+    });
+  }
+
+  /**
+   * Stops claiming, waits up to `timeoutMs` (default 10 s) for running handlers, then hands
+   * every unfinished job back to pending at once (no attempt spent, no lease to wait out) and
+   * aborts its signal. Resolves when the consumer's own connection is closed.
+   */
+  close(opts: { timeoutMs?: number } = {}): Promise<void> {
+    this.closed ??= this.shutdown(opts.timeoutMs ?? 10_000);
+    return this.closed;
+  }
+
+  private async shutdown(timeoutMs: number): Promise<void> {
+    this.closing = true;
+    this.wakeLoop();
+    this.blocking?.disconnect(); // ends a blocking XREAD at once
+    await this.loopDone;
+    if (this.held.size > 0 || this.acks.length > 0 || this.reserved > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          this.settledWaiters.push(resolve);
+          this.settle();
+        }),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, timeoutMs);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    const unfinished = [...this.held.values()].filter(
+      (j) => !j.released && !this.acks.some(([a]) => a === j),
+    );
+    if (unfinished.length > 0 && !this.queue.connector.isClosed) {
+      for (const j of unfinished) j.released = true;
+      const argv: (string | number)[] = [this.queue.keys.prefix];
+      for (const j of unfinished) argv.push(j.id, j.token);
+      try {
+        await this.queue.run('handback', argv);
+      } catch (err) {
+        this.emit('error', err); // their leases expire and recovery returns them instead
+      }
+      for (const j of unfinished) {
+        j.abort('closing');
+        this.finish(j);
+      }
+    }
+    if (this.extendTimer) clearInterval(this.extendTimer);
+    this.extendTimer = undefined;
+    if (this.blocking) this.queue.connector.release(this.blocking);
+    this.blocking = undefined;
+    for (const w of this.idleWaiters.splice(0)) w();
+    this.emit('closed');
+  }
+}
+
+function positive(value: number, what: string, min = 1): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new EchoMQError('EMQINPUT', `${what} must be a whole number >= ${min}, got ${String(value)}`);
+  }
+  return value;
+}
+
+function clip(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text) <= maxBytes) return text;
+  return `${Buffer.from(text).subarray(0, maxBytes).toString('utf8')}…`;
+}

@@ -1,0 +1,229 @@
+// The event reader: follows a queue's `emq:{<queue>}:events` stream with XREAD BLOCK on a
+// connection of its own and hands every entry to subscribers and async iterators. It always
+// knows the id of the last entry it delivered, so after a dropped connection it resumes from
+// there: no entry is skipped or delivered twice while the stream still holds it.
+import { EventEmitter } from 'node:events';
+import type { RedisClient } from './connector.js';
+import { EchoMQError } from './errors.js';
+import type { Queue } from './jobs.js';
+
+/** The lifecycle vocabulary (BullMQ's), as written by the protocol scripts. */
+export type EventName =
+  | 'added'
+  | 'waiting'
+  | 'active'
+  | 'progress'
+  | 'completed'
+  | 'failed'
+  | 'delayed'
+  | 'stalled'
+  | 'removed'
+  | 'drained'
+  | 'paused'
+  | 'resumed'
+  | 'duplicated'
+  | 'deduplicated'
+  | 'retries_exhausted'
+  | 'waiting_children'
+  | 'cleaned';
+
+export interface QueueEvent {
+  /** The event name. */
+  event: EventName;
+  /** The job id ('' for queue-wide events such as drained). */
+  id: string;
+  /** The stream entry id, usable as `from` to resume after it. */
+  streamId: string;
+  /** The entry's other fields (attempt, reason, at, name, progress …), as strings. */
+  fields: Record<string, string>;
+}
+
+export interface EventsOptions {
+  /** '$' (default): only events after the reader starts; '0': replay the stream; or a stream id to resume after. */
+  from?: string;
+  /** How long one XREAD blocks, in ms. Default 5000. */
+  blockMs?: number;
+  /** Entries read per call. Default 500. */
+  count?: number;
+}
+
+type Listener = (e: QueueEvent) => void;
+
+const WATCHDOG_GRACE_MS = 3000;
+
+export class QueueEvents extends EventEmitter {
+  private lastId: string;
+  private readonly blockMs: number;
+  private readonly count: number;
+  private conn: RedisClient | undefined;
+  private closing = false;
+  private readonly loopDone: Promise<void>;
+  private readonly iterators = new Set<{ push: (e: QueueEvent | null) => void }>();
+  /** Resolves once the reader has fixed its starting id (so nothing after it is missed). */
+  readonly ready: Promise<void>;
+  private markReady!: () => void;
+
+  constructor(
+    readonly queue: Queue<unknown, unknown>,
+    opts: EventsOptions = {},
+  ) {
+    super();
+    this.lastId = opts.from ?? '$';
+    this.blockMs = opts.blockMs ?? 5000;
+    this.count = opts.count ?? 500;
+    this.ready = new Promise((resolve) => {
+      this.markReady = resolve;
+    });
+    this.on('error', () => {}); // reported, never fatal: the reader reconnects and resumes
+    this.conn = queue.connector.duplicate();
+    this.conn.on('error', () => {});
+    this.loopDone = this.loop();
+  }
+
+  /** Calls `handler` for every event (or only `name`); returns a function that unsubscribes. */
+  subscribe(handler: Listener, name?: EventName): () => void {
+    const key = name ?? 'event';
+    this.on(key, handler);
+    return () => this.off(key, handler);
+  }
+
+  private async loop(): Promise<void> {
+    const key = this.queue.keys.key('events');
+    while (!this.closing) {
+      const conn = this.conn;
+      if (!conn) break;
+      try {
+        if (this.lastId === '$') {
+          // Pin '$' to a concrete id first, so a reconnect resumes from it instead of skipping.
+          const last = (await conn.xrevrange(key, '+', '-', 'COUNT', 1)) as [string, string[]][];
+          this.lastId = last[0]?.[0] ?? '0-0';
+        }
+        this.markReady();
+        const watchdog = setTimeout(() => conn.disconnect(true), this.blockMs + WATCHDOG_GRACE_MS);
+        let reply: [string, [string, string[]][]][] | null;
+        try {
+          reply = (await conn.xread(
+            'COUNT',
+            this.count,
+            'BLOCK',
+            this.blockMs,
+            'STREAMS',
+            key,
+            this.lastId,
+          )) as [string, [string, string[]][]][] | null;
+        } finally {
+          clearTimeout(watchdog);
+        }
+        for (const [streamId, flat] of reply?.[0]?.[1] ?? []) {
+          this.lastId = streamId;
+          this.deliver(toEvent(streamId, flat));
+        }
+      } catch (err) {
+        if (this.closing) break;
+        this.emit('error', err);
+        await new Promise((r) => setTimeout(r, 100)); // ioredis reconnects; resume from lastId
+      }
+    }
+  }
+
+  private deliver(e: QueueEvent): void {
+    this.emit(e.event, e);
+    this.emit('event', e);
+    for (const it of this.iterators) it.push(e);
+  }
+
+  /** Every event, in stream order, until close(). */
+  [Symbol.asyncIterator](): AsyncIterator<QueueEvent> {
+    const buffer: (QueueEvent | null)[] = [];
+    let waiting: ((r: IteratorResult<QueueEvent>) => void) | undefined;
+    const it = {
+      push: (e: QueueEvent | null) => {
+        if (waiting) {
+          const w = waiting;
+          waiting = undefined;
+          w(e ? { value: e, done: false } : { value: undefined, done: true });
+        } else buffer.push(e);
+      },
+    };
+    this.iterators.add(it);
+    if (this.closing) it.push(null);
+    return {
+      next: () => {
+        const e = buffer.shift();
+        if (e !== undefined)
+          return Promise.resolve(e ? { value: e, done: false } : { value: undefined, done: true });
+        return new Promise((resolve) => {
+          waiting = resolve;
+        });
+      },
+      return: () => {
+        this.iterators.delete(it);
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+
+  /** The id of the last entry delivered (resume point). */
+  get position(): string {
+    return this.lastId;
+  }
+
+  /** Stops reading, ends the iterators and closes the reader's connection. */
+  async close(): Promise<void> {
+    if (this.closing) return this.loopDone;
+    this.closing = true;
+    this.markReady();
+    if (this.conn) this.queue.connector.release(this.conn);
+    this.conn = undefined;
+    for (const it of this.iterators) it.push(null);
+    this.iterators.clear();
+    await this.loopDone;
+    this.removeAllListeners();
+  }
+}
+
+function toEvent(streamId: string, flat: string[]): QueueEvent {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  const { event, id, ...rest } = fields;
+  return { event: event as EventName, id: id ?? '', streamId, fields: rest };
+}
+
+/**
+ * Resolves with the job's result once it completes; rejects with EMQJOBFAILED when it ends
+ * dead, EMQCANCELLED when cancelled, EMQTIMEOUT after `timeoutMs`, EMQNOJOB when unknown.
+ * Built on the events: it reads the row once, then follows events from before that read.
+ */
+export async function waitFor<R>(queue: Queue<unknown, R>, id: string, timeoutMs = 30_000): Promise<R> {
+  const events = new QueueEvents(queue as Queue<unknown, unknown>, { blockMs: Math.min(5000, timeoutMs) });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await events.ready; // events from here on are seen, so the row read below cannot miss the end
+    return await new Promise<R>((resolve, reject) => {
+      timer = setTimeout(
+        () => reject(new EchoMQError('EMQTIMEOUT', `job ${id} did not finish within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      const settleFromRow = async () => {
+        const job = await queue.get(id);
+        if (!job) reject(new EchoMQError('EMQNOJOB', `no job ${id} in queue ${queue.name}`));
+        else if (job.state === 'completed') resolve(job.result as R);
+        else if (job.state === 'dead') {
+          reject(
+            new EchoMQError('EMQJOBFAILED', `job ${id} failed: ${job.error?.message ?? 'unknown error'}`),
+          );
+        } else if (job.state === 'cancelled')
+          reject(new EchoMQError('EMQCANCELLED', `job ${id} was cancelled`));
+      };
+      events.subscribe((e) => {
+        if (e.id === id && (e.event === 'completed' || e.event === 'failed' || e.event === 'removed')) {
+          settleFromRow().catch(reject);
+        }
+      });
+      settleFromRow().catch(reject);
+    });
+  } finally {
+    clearTimeout(timer);
+    await events.close();
+  }
+}
