@@ -481,7 +481,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   /** A slot freed outside an ack (a failure): claim for it on the next tick, with the acks. */
   private refill(): void {
     if (this.closing || this.free <= 0) return;
-    if (this.short) return this.watchForWork();
+    if (this.short) {
+      this.watchForWork();
+      return;
+    }
     if (!this.ackScheduled) {
       this.ackScheduled = true;
       process.nextTick(() => void this.claimFree());
