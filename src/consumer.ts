@@ -156,7 +156,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   private readonly held = new Map<string, Running<D>>();
   /** Handlers finished but not yet acknowledged: id, token, encoded result. */
-  private acks: [Running<D>, string][] = [];
+  private acks: [Running<D>, string, unknown][] = [];
   private ackScheduled = false;
   /** Slots promised to claims in flight, so two calls never over-claim. */
   private reserved = 0;
@@ -389,19 +389,28 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       await this.failed(job, err as Error);
       return;
     }
-    this.acks.push([job, encoded]);
+    this.acks.push([job, encoded, result]);
     if (!this.ackScheduled) {
       this.ackScheduled = true;
-      process.nextTick(() => void this.flushAcks());
+      process.nextTick(() => this.flushAcks());
     }
   }
 
-  /** One `complete` call for every handler that finished this tick, claiming the next jobs. */
-  private async flushAcks(): Promise<void> {
+  /**
+   * Acknowledges every handler that finished this tick, in `complete` calls that also claim
+   * the next jobs. The batch goes as two halves when it is large, so Redis works on one while
+   * this process starts the jobs the other brought back (one big call leaves one side idle).
+   */
+  private flushAcks(): void {
     this.ackScheduled = false;
     const acks = this.acks;
     this.acks = [];
     if (acks.length === 0) return;
+    const half = Math.max(1, Math.ceil(this.concurrency / 2));
+    for (let i = 0; i < acks.length; i += half) void this.sendAcks(acks.slice(i, i + half));
+  }
+
+  private async sendAcks(acks: [Running<D>, string, unknown][]): Promise<void> {
     const argv: (string | number)[] = [this.queue.keys.prefix, this.leaseMs, 0];
     for (const [job, result] of acks) argv.push(job.id, job.token, result);
     // Finished jobs free their slots as this call claims: acks count as free.
@@ -419,16 +428,16 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       setTimeout(() => {
         if (!this.ackScheduled) {
           this.ackScheduled = true;
-          void this.flushAcks();
+          this.flushAcks();
         }
       }, 100);
       return;
     }
     this.reserved -= n;
     const [statuses, jobs, wakeId] = reply;
-    for (const [i, [job, result]] of acks.entries()) {
+    for (const [i, [job, , result]] of acks.entries()) {
       this.finish(job);
-      if (statuses[i] === 'OK') this.emit('completed', job, result === '' ? undefined : JSON.parse(result));
+      if (statuses[i] === 'OK') this.emit('completed', job, result);
       else this.emit('lost', job);
     }
     if (n > 0) this.started(jobs, wakeId);

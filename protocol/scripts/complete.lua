@@ -66,11 +66,12 @@ local function claim(p, K, n, lease, now, emax)
   local paused = redis.call('HGET', K.meta, 'paused') == '1'
   local function take(id)
     local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff')
+    local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
     if row[1] ~= 'pending' then return false end -- a ghost or a moved row: skip it
-    local attempts = redis.call('HINCRBY', jk, 'attempts', 1)
-    local token = redis.call('HINCRBY', jk, 'token', 1)
-    redis.call('HSET', jk, 'state', 'active', 'started', now)
+    -- One read and one write per job: redis.call count, not bytes, sets the cost.
+    local attempts = tonumber(row[6] or '0') + 1
+    local token = tonumber(row[7] or '0') + 1
+    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', token)
     redis.call('ZADD', K.active, now + lease, id)
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'active', 'id', id, 'attempt', attempts)
     local b = got * 7
@@ -153,8 +154,11 @@ for i = 4, #ARGV, 3 do
     statuses[#statuses + 1] = 'EMQLEASE'
   else
     redis.call('ZREM', K.active, id)
-    redis.call('HSET', jk, 'state', 'completed', 'finished', now)
-    if ARGV[i + 2] ~= '' then redis.call('HSET', jk, 'result', ARGV[i + 2]) end
+    if ARGV[i + 2] ~= '' then
+      redis.call('HSET', jk, 'state', 'completed', 'finished', now, 'result', ARGV[i + 2])
+    else
+      redis.call('HSET', jk, 'state', 'completed', 'finished', now)
+    end
     redis.call('ZADD', K.completed, now, id)
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'completed', 'id', id)
     if row[3] and lane_done(p, K, row[3]) then woke = true end
