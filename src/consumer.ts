@@ -169,6 +169,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private lastRecoverAt = Number.NEGATIVE_INFINITY;
   private degradedStreak = 0;
   private nextDueAt = Number.POSITIVE_INFINITY; // local performance.now() of the next due job
+  private limitedUntil = Number.POSITIVE_INFINITY; // when a rate limit lets more be claimed
   private parkTimer: NodeJS.Timeout | undefined;
   /** How the loop waits now: asleep on a timer (slots full or work waiting) or blocked on wake. */
   private parked: 'no' | 'sleep' | 'block' = 'no';
@@ -269,26 +270,27 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   }
 
   private async drain(): Promise<void> {
-    if (this.closing || this.short) return;
+    if (this.closing || (this.short && performance.now() < this.limitedUntil)) return;
     const n = this.free;
     if (n <= 0) return;
     this.reserved += n;
-    let reply: [unknown[], string];
+    let reply: [unknown[], string, number];
     try {
       reply = (await this.queue.run('claim', [this.queue.keys.prefix, n, this.leaseMs])) as [
         unknown[],
         string,
+        number,
       ];
     } finally {
       this.reserved -= n;
     }
-    this.started(reply[0], reply[1]);
+    this.started(reply[0], reply[1], reply[2]);
   }
 
   /** Waits for whichever comes first: new work (wake stream), the next due job, the beat, close. */
   private async park(): Promise<void> {
     if (this.closing) return;
-    const untilDue = this.nextDueAt - performance.now();
+    const untilDue = Math.min(this.nextDueAt, this.limitedUntil) - performance.now();
     const wait = Math.max(
       0,
       Math.min(this.beatMs - (performance.now() - this.lastRecoverAt), untilDue, this.beatMs),
@@ -343,9 +345,11 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   // ── running jobs ────────────────────────────────────────────────────────────
 
   /** Starts the handlers of claimed jobs (claim's flat reply: 7 entries per job). */
-  private started(flat: unknown[], wakeId: string): void {
+  private started(flat: unknown[], wakeId: string, waitMs: number): void {
     this.short = wakeId !== '';
     if (this.short) this.wakeId = wakeId;
+    // A rate limit holds work back: park until its window reopens (a timer, not a poll).
+    this.limitedUntil = waitMs >= 0 ? performance.now() + waitMs : Number.POSITIVE_INFINITY;
     for (let i = 0; i < flat.length; i += 7) {
       const id = flat[i] as string;
       const backoff = flat[i + 6] as string;
@@ -417,9 +421,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const n = this.closing ? 0 : Math.max(0, this.free + acks.length);
     argv[2] = n;
     this.reserved += n;
-    let reply: [string[], unknown[], string];
+    let reply: [string[], unknown[], string, number];
     try {
-      reply = (await this.queue.run('complete', argv)) as [string[], unknown[], string];
+      reply = (await this.queue.run('complete', argv)) as [string[], unknown[], string, number];
     } catch (err) {
       this.reserved -= n;
       // Not acknowledged: keep the jobs held (their leases keep being extended) and retry.
@@ -434,13 +438,13 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       return;
     }
     this.reserved -= n;
-    const [statuses, jobs, wakeId] = reply;
+    const [statuses, jobs, wakeId, wait] = reply;
     for (const [i, [job, , result]] of acks.entries()) {
       this.finish(job);
       if (statuses[i] === 'OK') this.emit('completed', job, result);
       else this.emit('lost', job);
     }
-    if (n > 0) this.started(jobs, wakeId);
+    if (n > 0) this.started(jobs, wakeId, wait);
     this.watchForWork();
     this.settle();
   }

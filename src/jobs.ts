@@ -220,7 +220,7 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /** Adds a job that becomes claimable at `runAtMs` (epoch ms, judged on the Redis server's clock). */
-  enqueueAt(
+  async enqueueAt(
     data: D,
     runAtMs: number,
     opts?: EnqueueOptions,
@@ -229,7 +229,7 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /** Adds a job that becomes claimable `delayMs` from now, measured on the Redis server's clock. */
-  enqueueIn(
+  async enqueueIn(
     data: D,
     delayMs: number,
     opts?: EnqueueOptions,

@@ -2,9 +2,9 @@
 -- KEYS: active completed events wake meta ring pending
 -- ARGV: prefix lease_ms claim_n, then one triple per job: id token result
 --   result: the encoded result ('' for none); claim_n: how many jobs to claim afterwards
--- REPLY: {statuses, jobs, wake_id}: statuses[i] 'OK' or 'EMQLEASE' (the token is no longer
---   the job's, or the job is not active: that job is left unchanged); jobs and wake_id as
---   in claim.
+-- REPLY: {statuses, jobs, wake_id, wait_ms}: statuses[i] 'OK' or 'EMQLEASE' (the token is
+--   no longer the job's, or the job is not active: that job is left unchanged); jobs,
+--   wake_id and wait_ms as in claim.
 -- ERRORS: none (a stale token is a per-job status, so one zombie does not fail a batch)
 -- EVENTS: completed (id) per job; then claim's events. Retention trims completed by
 --   meta keep_completed (count, default 1000) and keep_completed_ms (age, default 1 day).
@@ -59,11 +59,40 @@ end
 -- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
 -- pending (lowest priority score first, then mint order). Each claimed job gets attempts + 1,
 -- a fresh lease token, state active and its lease deadline as its score in active.
--- Returns the flat 7-per-job array (id token attempts max payload name backoff) and, when
--- fewer than n were claimed, the wake stream's last id to block on ('' when full).
+-- Rate limits are sliding logs of claim instants (the queue's in `limiter`, a lane's in
+-- `lanes:log:<group>`): at most max claims in any window of per ms, so no burst at edges.
+-- A lane over its limit leaves the ring for `lanes:limited`, scored by when it may run again.
+-- Returns the flat 7-per-job array (id token attempts max payload name backoff); when fewer
+-- than n were claimed, the wake stream's last id to block on ('' when full); and the ms
+-- until a rate limit lets more be claimed (-1: no limit is holding work back).
 local function claim(p, K, n, lease, now, emax)
-  local jobs, got = {}, 0
-  local paused = redis.call('HGET', K.meta, 'paused') == '1'
+  local jobs, got, wait, asked = {}, 0, -1, n
+  local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
+  local paused = m[1] == '1'
+  local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
+  local log = {}
+  if rate_max > 0 and not paused then
+    local limiter = p .. 'limiter'
+    redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
+    local room = rate_max - redis.call('ZCARD', limiter)
+    if room < n then
+      n = math.max(room, 0)
+      if n == 0 then
+        local oldest = redis.call('ZRANGE', limiter, 0, 0, 'WITHSCORES')
+        wait = math.max(1, tonumber(oldest[2]) + rate_ms - now + 1)
+      end
+    end
+  end
+  -- Lanes whose rate window has reopened rejoin the ring.
+  local limited = p .. 'lanes:limited'
+  if not paused and redis.call('ZCARD', limited) > 0 then
+    for _, group in ipairs(redis.call('ZRANGEBYSCORE', limited, '-inf', now)) do
+      redis.call('ZREM', limited, group)
+      if redis.call('ZCARD', lane_key(p, group)) > 0 then
+        ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+      end
+    end
+  end
   local function take(id)
     local jk = p .. 'job:' .. id
     local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
@@ -78,22 +107,45 @@ local function claim(p, K, n, lease, now, emax)
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
     got = got + 1
+    log[#log + 1] = now
+    log[#log + 1] = id .. ':' .. token
     return true
+  end
+  -- Serve one job of the ring's head group, if its concurrency and rate limit allow.
+  local function serve_lane()
+    local group = redis.call('ZPOPMIN', K.ring)[1]
+    local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+    local limit = tonumber(c[1] or c[2] or '0')
+    local running = tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0')
+    if limit > 0 and running >= limit then return end -- re-offered when a job of it ends
+    local r = redis.call('HMGET', p .. 'lanes:rate', group, '*')
+    local spec = r[1] or r[2]
+    local lane_log = p .. 'lanes:log:' .. group
+    if spec then
+      local max, per = string.match(spec, '^(%d+):(%d+)$')
+      max, per = tonumber(max), tonumber(per)
+      redis.call('ZREMRANGEBYSCORE', lane_log, '-inf', now - per)
+      if redis.call('ZCARD', lane_log) >= max then
+        local oldest = redis.call('ZRANGE', lane_log, 0, 0, 'WITHSCORES')
+        redis.call('ZADD', limited, tonumber(oldest[2]) + per + 1, group)
+        return
+      end
+    end
+    local popped = redis.call('ZPOPMIN', lane_key(p, group))
+    if popped[1] and take(popped[1]) then
+      running = redis.call('HINCRBY', p .. 'lanes:running', group, 1)
+      if spec then
+        redis.call('ZADD', lane_log, now, popped[1] .. ':' .. jobs[got * 7 - 5])
+        redis.call('PEXPIRE', lane_log, 86400000)
+      end
+    end
+    if redis.call('ZCARD', lane_key(p, group)) > 0 then ring_offer(p, K, group, running) end
   end
   while not paused and got < n do
     local moved = false
     if redis.call('ZCARD', K.ring) > 0 then
-      local head = redis.call('ZPOPMIN', K.ring)
-      local group = head[1]
-      moved = true -- the ring shrank: a group whose lane emptied simply drops out
-      local popped = redis.call('ZPOPMIN', lane_key(p, group))
-      if popped[1] then
-        local running = tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0')
-        if take(popped[1]) then
-          running = redis.call('HINCRBY', p .. 'lanes:running', group, 1)
-        end
-        if redis.call('ZCARD', lane_key(p, group)) > 0 then ring_offer(p, K, group, running) end
-      end
+      moved = true -- the ring shrank or turned: progress either way
+      serve_lane()
     end
     if got < n then
       -- With no lanes waiting, pop every free slot's worth in one call.
@@ -106,16 +158,25 @@ local function claim(p, K, n, lease, now, emax)
     end
     if not moved then break end
   end
+  if rate_max > 0 and #log > 0 then
+    redis.call('ZADD', p .. 'limiter', unpack(log))
+    redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)
+  end
+  if not paused and redis.call('ZCARD', limited) > 0 then
+    local soonest = redis.call('ZRANGE', limited, 0, 0, 'WITHSCORES')
+    local lane_wait = math.max(1, tonumber(soonest[2]) - now)
+    if wait < 0 or lane_wait < wait then wait = lane_wait end
+  end
   local wid = ''
-  if got < n then
+  if got < asked then
     local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', 1)
     wid = last[1] and last[1][1] or '0-0'
-    -- This call took the last claimable job: the queue is drained.
-    if got > 0 and not paused then
-      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
-    end
   end
-  return jobs, wid
+  -- This call took the last claimable job: the queue is drained.
+  if got > 0 and redis.call('ZCARD', K.pending) == 0 and redis.call('ZCARD', K.ring) == 0 then
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
+  end
+  return jobs, wid, wait
 end
 -- <<< lib/claim.lua
 -- >>> lib/retention.lua
@@ -167,5 +228,5 @@ for i = 4, #ARGV, 3 do
 end
 trim(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now)
 if woke then wake(K) end
-local jobs, wid = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, emax)
-return { statuses, jobs, wid }
+local jobs, wid, wait = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, emax)
+return { statuses, jobs, wid, wait }

@@ -64,7 +64,7 @@ for i = 2, #ARGV, 2 do
     redis.call('ZREM', K.active, id)
     redis.call('HINCRBY', jk, 'attempts', -1)
     redis.call('HSET', jk, 'state', 'pending')
-    if row[3] then lane_done(p, K, row[3]) end
+    if row[3] and lane_done(p, K, row[3]) then woke = true end
     if release(p, K, id, row[3], row[4] or '0') then woke = true end
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id)
     out[#out + 1] = 'OK'
