@@ -11,6 +11,7 @@
 // `extend_lock` call per period. A wire error on any leg skips the rest of the beat and backs
 // off exponentially (degraded); a healthy beat resets it.
 import { EventEmitter } from 'node:events';
+import { Redis } from 'ioredis';
 import { Backoff, type BackoffPolicy } from './backoff.js';
 import { encodeJson } from './codec.js';
 import type { RedisClient } from './connector.js';
@@ -176,6 +177,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private unpark: (() => void) | undefined;
   private extendTimer: NodeJS.Timeout | undefined;
   private blocking: RedisClient | undefined;
+  private blockingId: number | undefined;
   private loopDone: Promise<void> | undefined;
   private readonly idleWaiters: (() => void)[] = [];
   private readonly settledWaiters: (() => void)[] = [];
@@ -209,8 +211,20 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   /** Starts the beat. Called by queue.consume(). */
   start(): this {
-    this.blocking = this.queue.connector.duplicate();
-    this.blocking.on('error', () => {}); // reconnects on its own; the watchdog bounds waits
+    const blocking = this.queue.connector.duplicate();
+    this.blocking = blocking;
+    blocking.on('error', () => {}); // reconnects on its own; the watchdog bounds waits
+    // Its client id lets a timer end a blocking read on time (see blockOnWake).
+    const learnId = () => {
+      if (!(blocking instanceof Redis)) return;
+      blocking.client('ID').then(
+        (id) => {
+          this.blockingId = Number(id);
+        },
+        () => {},
+      );
+    };
+    blocking.on('ready', learnId);
     this.loopDone = this.loop();
     return this;
   }
@@ -298,7 +312,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     if (wait <= 0) return;
     if (this.short && this.free > 0) {
       this.parked = 'block';
-      await this.blockOnWake(Math.max(1, Math.ceil(wait)));
+      await this.blockOnWake(Math.max(1, Math.ceil(wait)), untilDue <= wait);
     } else {
       this.parked = 'sleep';
       await this.sleep(wait);
@@ -306,11 +320,23 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.parked = 'no';
   }
 
-  /** XREAD BLOCK on the wake stream, bounded by a watchdog that drops a dead connection. */
-  private async blockOnWake(ms: number): Promise<void> {
+  /**
+   * XREAD BLOCK on the wake stream, bounded by a watchdog that drops a dead connection.
+   * Redis times out blocking reads on its cron tick (about 100 ms at the default hz 10), so
+   * when a due job or a rate window sets the deadline (`onTime`), a local timer ends the read
+   * with CLIENT UNBLOCK at the instant instead: delayed jobs start on time, not a tick late.
+   */
+  private async blockOnWake(ms: number, onTime: boolean): Promise<void> {
     const conn = this.blocking;
     if (!conn) return;
     const watchdog = setTimeout(() => conn.disconnect(true), ms + WATCHDOG_GRACE_MS);
+    const id = this.blockingId;
+    const alarm =
+      onTime && id !== undefined
+        ? setTimeout(() => {
+            this.queue.connector.client.client('UNBLOCK', id).catch(() => {});
+          }, ms)
+        : undefined;
     try {
       const reply = (await conn.xread('BLOCK', ms, 'STREAMS', this.queue.keys.key('wake'), this.wakeId)) as
         | [string, [string, string[]][]][]
@@ -327,6 +353,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       }
     } finally {
       clearTimeout(watchdog);
+      clearTimeout(alarm);
     }
   }
 

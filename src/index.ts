@@ -22,7 +22,9 @@ export {
   type JobView,
   Queue,
   type QueueOptions,
+  type QueueSettings,
   type ScheduleStatus,
 } from './jobs.js';
 export { PROTOCOL_VERSION } from './keyspace.js';
+export { type LaneInfo, type LaneSettings, Lanes, type RateLimit } from './lanes.js';
 export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';

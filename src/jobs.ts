@@ -9,6 +9,7 @@ import { EchoMQError } from './errors.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events.js';
 import { assertJobId, mintJobId } from './ids.js';
 import { assertName, Keyspace, PROTOCOL_VERSION } from './keyspace.js';
+import { Lanes, type RateLimit, rateSpec } from './lanes.js';
 import { type Script, type ScriptName, script } from './scripts.js';
 
 /** The states a job row can be in; the same words in Lua, TypeScript, the CLI and dashboard. */
@@ -42,6 +43,19 @@ export interface QueueOptions {
   defaultAttempts?: number;
   /** The largest encoded payload accepted, in bytes. Default 512 KiB. */
   maxPayloadBytes?: number;
+}
+
+/** Queue-wide settings, kept in the queue's meta hash (shared by every runtime on the queue). */
+export interface QueueSettings {
+  /** At most `max` claims in any `perMs` window across all consumers; null removes it. */
+  rateLimit?: RateLimit | null;
+  /** Retention of ended jobs: how many to keep and for how long (ms; -1 = no age limit). */
+  retention?: {
+    completed?: { count?: number; ageMs?: number };
+    dead?: { count?: number; ageMs?: number };
+  };
+  /** Approximate cap of the events stream. Default 10,000 entries. */
+  eventsMaxLen?: number;
 }
 
 export type EnqueueStatus = 'enqueued' | 'duplicate';
@@ -97,6 +111,8 @@ interface Admission {
 
 export class Queue<D = unknown, R = unknown> {
   readonly keys: Keyspace;
+  /** Lanes (groups): per-lane concurrency, rate limits and pause. */
+  readonly lanes: Lanes;
   private readonly defaultAttempts: number;
   readonly maxPayloadBytes: number;
   private hello: Promise<unknown> | undefined;
@@ -108,6 +124,7 @@ export class Queue<D = unknown, R = unknown> {
     opts: QueueOptions = {},
   ) {
     this.keys = new Keyspace(name);
+    this.lanes = new Lanes(this as unknown as Queue<never, never>);
     this.defaultAttempts = wholeNumber(opts.defaultAttempts ?? 3, 'defaultAttempts', 1);
     this.maxPayloadBytes = wholeNumber(opts.maxPayloadBytes ?? 512 * 1024, 'maxPayloadBytes', 1);
   }
@@ -304,6 +321,43 @@ export class Queue<D = unknown, R = unknown> {
   async remove(id: string): Promise<boolean> {
     assertJobId(id);
     return (await this.run('remove', [this.keys.prefix, id], id)) === 1;
+  }
+
+  // ── flow control ────────────────────────────────────────────────────────────
+
+  /** Stops claiming across all consumers (enqueue still works; running jobs finish). */
+  async pause(): Promise<boolean> {
+    return (await this.run('pause', [this.keys.prefix])) === 1;
+  }
+
+  /** Lets consumers claim again, and wakes the parked ones. */
+  async resume(): Promise<boolean> {
+    return (await this.run('resume', [this.keys.prefix])) === 1;
+  }
+
+  async isPaused(): Promise<boolean> {
+    this.connector.assertOpen();
+    return (await this.connector.client.hget(this.keys.key('meta'), 'paused')) === '1';
+  }
+
+  /** Changes queue-wide settings (rate limit, retention, events cap); omitted ones stay. */
+  async configure(settings: QueueSettings): Promise<void> {
+    const argv: string[] = [];
+    const set = (field: string, value: number | undefined, what: string, min: number) => {
+      if (value !== undefined) argv.push(field, String(wholeNumber(value, what, min)));
+    };
+    if (settings.rateLimit !== undefined) {
+      const spec = rateSpec(settings.rateLimit, 'queue');
+      if (spec === '-') argv.push('rate_max', '-', 'rate_ms', '-');
+      else argv.push('rate_max', spec.split(':')[0]!, 'rate_ms', spec.split(':')[1]!);
+    }
+    const r = settings.retention;
+    set('keep_completed', r?.completed?.count, 'retention.completed.count', 0);
+    set('keep_completed_ms', r?.completed?.ageMs, 'retention.completed.ageMs', -1);
+    set('keep_dead', r?.dead?.count, 'retention.dead.count', 0);
+    set('keep_dead_ms', r?.dead?.ageMs, 'retention.dead.ageMs', -1);
+    set('events_max', settings.eventsMaxLen, 'eventsMaxLen', 1);
+    if (argv.length > 0) await this.run('configure', argv);
   }
 
   // ── processing and watching ─────────────────────────────────────────────────

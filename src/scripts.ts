@@ -30,7 +30,18 @@ export type ScriptName =
   | 'cancel'
   | 'remove'
   | 'handback'
-  | 'progress';
+  | 'progress'
+  | 'register'
+  | 'unregister'
+  | 'pump'
+  | 'addJobScheduler'
+  | 'updateJobScheduler'
+  | 'getJobScheduler'
+  | 'removeJobScheduler'
+  | 'pause'
+  | 'resume'
+  | 'configure'
+  | 'configure_lane';
 
 /** protocol/ sits beside src/ and dist/ alike. */
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'protocol');

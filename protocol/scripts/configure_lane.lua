@@ -1,0 +1,80 @@
+-- configure_lane: set a lane's concurrency and rate limit, or the default for every lane.
+-- KEYS: meta ring wake
+-- ARGV: prefix group concurrency rate
+--   group: the lane, or '*' for the default of lanes without their own setting;
+--   concurrency: jobs of the lane running at once across all consumers, '0' = unlimited,
+--   '' = leave as is, '-' = remove the setting; rate: 'max:per_ms' (at most max claims in any
+--   per_ms window), '' = leave as is, '-' = remove
+-- REPLY: 1
+-- ERRORS: EMQINPUT a malformed concurrency or rate
+-- EVENTS: none
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+local p, group, conc, rate = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local K = { meta = KEYS[1], ring = KEYS[2], wake = KEYS[3] }
+if conc ~= '' and conc ~= '-' and not string.match(conc, '^%d+$') then
+  return redis.error_reply('EMQINPUT concurrency must be a whole number >= 0')
+end
+if rate ~= '' and rate ~= '-' and not string.match(rate, '^[1-9]%d*:[1-9]%d*$') then
+  return redis.error_reply('EMQINPUT rate must be max:per_ms with both >= 1')
+end
+if conc == '-' then redis.call('HDEL', p .. 'lanes:concurrency', group)
+elseif conc ~= '' then redis.call('HSET', p .. 'lanes:concurrency', group, conc) end
+if rate == '-' then redis.call('HDEL', p .. 'lanes:rate', group)
+elseif rate ~= '' then redis.call('HSET', p .. 'lanes:rate', group, rate) end
+-- A raised limit may make waiting lanes servable now: offer them to the ring.
+local groups = group == '*' and redis.call('SMEMBERS', p .. 'lanes') or { group }
+local woke = false
+for _, g in ipairs(groups) do
+  if redis.call('ZCARD', lane_key(p, g)) > 0 and
+      ring_offer(p, K, g, tonumber(redis.call('HGET', p .. 'lanes:running', g) or '0')) then
+    woke = true
+  end
+end
+if woke then wake(K) end
+return 1

@@ -1,0 +1,71 @@
+-- resume: undo pause for the whole queue, or for one lane, and wake parked consumers.
+-- KEYS: meta events ring wake
+-- ARGV: prefix [group]
+-- REPLY: 1 resumed now, 0 it was not paused
+-- ERRORS: none
+-- EVENTS: resumed (id '', group when a lane)
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+local p, group = ARGV[1], ARGV[2]
+local K = { meta = KEYS[1], events = KEYS[2], ring = KEYS[3], wake = KEYS[4] }
+local changed
+if group and group ~= '' then
+  changed = redis.call('SREM', p .. 'lanes:paused', group)
+  if changed == 1 and redis.call('ZCARD', lane_key(p, group)) > 0 then
+    ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+else
+  group = ''
+  changed = redis.call('HDEL', K.meta, 'paused')
+end
+if changed == 1 then
+  local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'resumed', 'id', '', 'group', group)
+  wake(K)
+end
+return changed

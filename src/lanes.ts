@@ -1,0 +1,115 @@
+// Lanes (groups): jobs enqueued with `group` wait in their lane; a ring serves the lanes
+// round-robin, one job per lane per turn, each lane within its own concurrency and rate
+// limit across all consumers. This module configures and inspects lanes; the serving itself
+// happens inside the claim script, atomically, on the server clock.
+import { EchoMQError } from './errors.js';
+import type { Queue } from './jobs.js';
+import { assertName } from './keyspace.js';
+
+export interface RateLimit {
+  /** At most this many claims … */
+  max: number;
+  /** … in any window of this many ms (a sliding window: no burst at window edges). */
+  perMs: number;
+}
+
+export interface LaneSettings {
+  /** Jobs of the lane running at once across all consumers; 0 = unlimited (the default). */
+  concurrency?: number;
+  /** Claims of the lane per window; null removes the limit. */
+  rateLimit?: RateLimit | null;
+}
+
+export interface LaneInfo {
+  group: string;
+  pending: number;
+  running: number;
+  paused: boolean;
+  concurrency: number;
+  rateLimit: RateLimit | null;
+}
+
+export function rateSpec(limit: RateLimit | null | undefined, what: string): string {
+  if (limit === undefined) return '';
+  if (limit === null) return '-';
+  const ok = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 1;
+  if (!ok(limit.max) || !ok(limit.perMs)) {
+    throw new EchoMQError(
+      'EMQINPUT',
+      `${what} rateLimit needs whole numbers max >= 1 and perMs >= 1, e.g. { max: 10, perMs: 1000 }`,
+    );
+  }
+  return `${limit.max}:${limit.perMs}`;
+}
+
+function parseRate(spec: string | null | undefined): RateLimit | null {
+  const m = spec ? /^(\d+):(\d+)$/.exec(spec) : null;
+  return m ? { max: Number(m[1]), perMs: Number(m[2]) } : null;
+}
+
+export class Lanes {
+  constructor(private readonly queue: Queue<never, never>) {}
+
+  /** Sets one lane's concurrency and/or rate limit (omitted settings stay as they are). */
+  async configure(group: string, settings: LaneSettings): Promise<void> {
+    assertName('group', group);
+    await this.apply(group, settings);
+  }
+
+  /** The settings for every lane that has none of its own. */
+  async configureDefault(settings: LaneSettings): Promise<void> {
+    await this.apply('*', settings);
+  }
+
+  private async apply(group: string, s: LaneSettings): Promise<void> {
+    let conc = '';
+    if (s.concurrency !== undefined) {
+      if (!Number.isInteger(s.concurrency) || s.concurrency < 0) {
+        throw new EchoMQError(
+          'EMQINPUT',
+          `lane concurrency must be a whole number >= 0 (0 = unlimited), got ${s.concurrency}`,
+        );
+      }
+      conc = String(s.concurrency);
+    }
+    await this.queue.run('configure_lane', [
+      this.queue.keys.prefix,
+      group,
+      conc,
+      rateSpec(s.rateLimit, 'lane'),
+    ]);
+  }
+
+  /** Holds a lane's jobs (others keep flowing); running jobs finish. True when it was running. */
+  async pause(group: string): Promise<boolean> {
+    assertName('group', group);
+    return (await this.queue.run('pause', [this.queue.keys.prefix, group])) === 1;
+  }
+
+  async resume(group: string): Promise<boolean> {
+    assertName('group', group);
+    return (await this.queue.run('resume', [this.queue.keys.prefix, group])) === 1;
+  }
+
+  /** Every lane seen on this queue with its counts and settings. */
+  async list(): Promise<LaneInfo[]> {
+    const c = this.queue.connector.client;
+    const k = this.queue.keys;
+    const groups = (await c.smembers(k.key('lanes'))).sort();
+    const [running, conc, rate, paused] = await Promise.all([
+      c.hgetall(k.key('lanes:running')),
+      c.hgetall(k.key('lanes:concurrency')),
+      c.hgetall(k.key('lanes:rate')),
+      c.smembers(k.key('lanes:paused')),
+    ]);
+    const pending = await Promise.all(groups.map((g) => c.zcard(k.lane(g))));
+    return groups.map((group, i) => ({
+      group,
+      pending: pending[i] ?? 0,
+      running: Number(running[group] ?? 0),
+      paused: paused.includes(group),
+      concurrency: Number(conc[group] ?? conc['*'] ?? 0),
+      rateLimit: parseRate(rate[group] ?? rate['*']),
+    }));
+  }
+}
