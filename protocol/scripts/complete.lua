@@ -6,7 +6,8 @@
 --   no longer the job's, or the job is not active: that job is left unchanged); jobs,
 --   wake_id and wait_ms as in claim.
 -- ERRORS: none (a stale token is a per-job status, so one zombie does not fail a batch)
--- EVENTS: completed (id) per job; then claim's events. Retention trims completed by
+-- EVENTS: completed (id) per job; then claim's events. Counts completions per minute in
+--   stats:<epoch minute> (hash field completed, kept 2 hours) for tools. Retention trims completed by
 --   meta keep_completed (count, default 1000) and keep_completed_ms (age, default 1 day).
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
@@ -206,7 +207,7 @@ local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_completed_ms')
 local emax = s[1] or '10000'
-local statuses, woke = {}, false
+local statuses, woke, done = {}, false, 0
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
@@ -224,7 +225,14 @@ for i = 4, #ARGV, 3 do
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'completed', 'id', id)
     if row[3] and lane_done(p, K, row[3]) then woke = true end
     statuses[#statuses + 1] = 'OK'
+    done = done + 1
   end
+end
+-- Per-minute throughput for tools: one counter write per call, not per job.
+if done > 0 then
+  local stats = p .. 'stats:' .. math.floor(now / 60000)
+  redis.call('HINCRBY', stats, 'completed', done)
+  redis.call('PEXPIRE', stats, 7200000)
 end
 trim(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now)
 if woke then wake(K) end

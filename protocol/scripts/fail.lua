@@ -9,7 +9,8 @@
 -- ERRORS: EMQNOJOB no such row; EMQLEASE the token is not the job's or the job is not active
 --   (nothing changes)
 -- EVENTS: failed (id, attempt, reason) then delayed (id, at) | waiting (id) |
---   retries_exhausted (id, attempt); a cancelled job: failed (id, reason cancelled) only
+--   retries_exhausted (id, attempt); a cancelled job: failed (id, reason cancelled) only.
+--   Counts failures per minute in stats:<epoch minute> (hash field failed, kept 2 hours).
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -92,6 +93,9 @@ local emax = s[1] or '10000'
 local woke = false
 redis.call('ZREM', K.active, id)
 if row[5] and lane_done(p, K, row[5]) then woke = true end
+local stats = p .. 'stats:' .. math.floor(now / 60000) -- per-minute failures, for tools
+redis.call('HINCRBY', stats, 'failed', 1)
+redis.call('PEXPIRE', stats, 7200000)
 redis.call('HSET', K.job, 'error', ARGV[4])
 if ARGV[5] ~= '' then redis.call('HSET', K.job, 'stack', ARGV[5]) else redis.call('HDEL', K.job, 'stack') end
 local attempts, max, delay = tonumber(row[3]), tonumber(row[4] or '1'), tonumber(ARGV[6])
