@@ -10,7 +10,9 @@
 // per batch of jobs and never a timer per job. Leases of all running jobs are extended by one
 // `extend_lock` call per period. A wire error on any leg skips the rest of the beat and backs
 // off exponentially (degraded); a healthy beat resets it.
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { Backoff, type BackoffPolicy } from './backoff.js';
 import { encodeJson } from './codec.js';
@@ -143,6 +145,8 @@ class Running<D> implements Job<D>, JobContext {
 }
 
 export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEvents> {
+  /** This consumer's id in heartbeats (host:pid:random). */
+  readonly id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   readonly concurrency: number;
   readonly leaseMs: number;
   readonly extendMs: number;
@@ -249,6 +253,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       try {
         await this.recover();
         await this.promote();
+        await this.recurring();
         await this.drain();
         if (this.degradedStreak > 0) {
           this.degradedStreak = 0;
@@ -267,11 +272,24 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     }
   }
 
+  /** Recovery per the `recovery` option, and the heartbeat that lists this consumer in tools. */
   private async recover(): Promise<void> {
     const now = performance.now();
-    if (this.recovery === 'off' || now - this.lastRecoverAt < this.beatMs) return;
+    if (now - this.lastRecoverAt < this.beatMs) return;
     if (this.recovery === 'reap') await this.queue.reap(this.promoteBatch);
-    else await this.queue.sweepStalled({ maxStalled: this.maxStalled, batch: this.promoteBatch });
+    else if (this.recovery === 'stalled') {
+      await this.queue.sweepStalled({ maxStalled: this.maxStalled, batch: this.promoteBatch });
+    }
+    await this.queue.run('heartbeat', [
+      this.queue.keys.prefix,
+      this.id,
+      JSON.stringify({
+        host: hostname(),
+        pid: process.pid,
+        concurrency: this.concurrency,
+        running: this.held.size,
+      }),
+    ]);
     this.lastRecoverAt = now;
   }
 
@@ -281,6 +299,27 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       this.nextDueAt = performance.now(); // more are due: go again
     else this.nextDueAt = nextDue < 0 ? Number.POSITIVE_INFINITY : performance.now() + (nextDue - now);
     if (count > 0) this.short = false;
+  }
+
+  // Recurrence: the Repeat pump and the schedulers' hand-off (src/repeat.ts, src/scheduler.ts), once
+  // a beat, and again when the next recurring instant they reported comes due, so occurrences are
+  // minted and followed on time without a call per loop turn.
+  private lastRecurringAt = Number.NEGATIVE_INFINITY;
+  private recurringDueAt = Number.POSITIVE_INFINITY; // local performance.now()
+
+  private async recurring(): Promise<void> {
+    const at = performance.now();
+    if (at - this.lastRecurringAt < this.beatMs && at < this.recurringDueAt) return;
+    this.lastRecurringAt = at;
+    const [pump, handoff] = await Promise.all([
+      this.queue.repeat.pumpNext(this.promoteBatch),
+      this.queue.schedulers.advance(this.promoteBatch),
+    ]);
+    const until = (due: number, now: number) => (due < 0 ? Number.POSITIVE_INFINITY : due - now);
+    this.recurringDueAt =
+      performance.now() + Math.min(until(pump.nextDue, pump.now), until(handoff.nextDue, handoff.now));
+    this.nextDueAt = Math.min(this.nextDueAt, this.recurringDueAt);
+    if (pump.minted.length > 0) this.short = false;
   }
 
   private async drain(): Promise<void> {

@@ -10,6 +10,8 @@ import { type EventsOptions, QueueEvents, waitFor } from './events.js';
 import { assertJobId, mintJobId } from './ids.js';
 import { assertName, Keyspace, PROTOCOL_VERSION } from './keyspace.js';
 import { Lanes, type RateLimit, rateSpec } from './lanes.js';
+import { Repeat } from './repeat.js';
+import { JobSchedulers } from './scheduler.js';
 import { type Script, type ScriptName, script } from './scripts.js';
 
 /** The states a job row can be in; the same words in Lua, TypeScript, the CLI and dashboard. */
@@ -113,6 +115,10 @@ export class Queue<D = unknown, R = unknown> {
   readonly keys: Keyspace;
   /** Lanes (groups): per-lane concurrency, rate limits and pause. */
   readonly lanes: Lanes;
+  /** Fixed cadences swept by a pump: register, unregister, list, pump. */
+  readonly repeat = new Repeat(this);
+  /** Job schedulers (every / cron pattern / immediately): upsert, get, list, count, remove. */
+  readonly schedulers = new JobSchedulers(this);
   private readonly defaultAttempts: number;
   readonly maxPayloadBytes: number;
   private hello: Promise<unknown> | undefined;
@@ -134,6 +140,8 @@ export class Queue<D = unknown, R = unknown> {
     this.connector.assertOpen();
     if (!this.hello) {
       const hello = script('hello');
+      // The registry of queue names lets tools list queues without scanning the keyspace.
+      void this.connector.client.sadd('emq:queues', this.name).catch(() => {});
       this.hello = this.connector.run(hello, [this.keys.key('meta')], [PROTOCOL_VERSION]).catch((err) => {
         this.hello = undefined;
         throw err;

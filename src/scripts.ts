@@ -41,7 +41,8 @@ export type ScriptName =
   | 'pause'
   | 'resume'
   | 'configure'
-  | 'configure_lane';
+  | 'configure_lane'
+  | 'heartbeat';
 
 /** protocol/ sits beside src/ and dist/ alike. */
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'protocol');
