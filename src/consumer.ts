@@ -54,6 +54,8 @@ export interface Job<D = unknown> {
   /** This attempt's number, from 1. */
   readonly attempts: number;
   readonly maxAttempts: number;
+  /** performance.now() when this consumer started the job (metrics measure processing from it). */
+  readonly startedAt?: number;
 }
 
 export interface JobContext {
@@ -94,6 +96,7 @@ class Running<D> implements Job<D>, JobContext {
   aborted: Abort | undefined;
   /** Set when the job left this consumer (handed back, or lost): its outcome is not sent. */
   released = false;
+  readonly startedAt = performance.now();
 
   constructor(
     private readonly consumer: Consumer<D, unknown>,
@@ -302,14 +305,18 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   }
 
   // Recurrence: the Repeat pump and the schedulers' hand-off (src/repeat.ts, src/scheduler.ts), once
-  // a beat, and again when the next recurring instant they reported comes due, so occurrences are
-  // minted and followed on time without a call per loop turn.
+  // a beat, and also when an instant comes due that they reported, or that promote reported (a
+  // released job may be a scheduler's occurrence, whose next one is made now): on time, without
+  // a call per loop turn. A registration made while this consumer is parked is seen at the beat.
   private lastRecurringAt = Number.NEGATIVE_INFINITY;
   private recurringDueAt = Number.POSITIVE_INFINITY; // local performance.now()
+  private scheduleDueAt = Number.POSITIVE_INFINITY; // promote's next due instant, as last seen
 
   private async recurring(): Promise<void> {
     const at = performance.now();
-    if (at - this.lastRecurringAt < this.beatMs && at < this.recurringDueAt) return;
+    const released = at >= this.scheduleDueAt;
+    this.scheduleDueAt = this.nextDueAt;
+    if (at - this.lastRecurringAt < this.beatMs && at < this.recurringDueAt && !released) return;
     this.lastRecurringAt = at;
     const [pump, handoff] = await Promise.all([
       this.queue.repeat.pumpNext(this.promoteBatch),
@@ -663,7 +670,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private async shutdown(timeoutMs: number): Promise<void> {
     this.closing = true;
     this.wakeLoop();
-    this.blocking?.disconnect(); // ends a blocking XREAD at once
+    // Closing the blocking connection ends a blocking XREAD at once (closed once: a second
+    // disconnect of an ioredis client leaves a 2 s timer holding the process open).
+    if (this.blocking) this.queue.connector.release(this.blocking);
+    this.blocking = undefined;
     await this.loopDone;
     if (this.held.size > 0 || this.acks.length > 0 || this.reserved > 0) {
       let timer: NodeJS.Timeout | undefined;
@@ -697,8 +707,6 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     }
     if (this.extendTimer) clearInterval(this.extendTimer);
     this.extendTimer = undefined;
-    if (this.blocking) this.queue.connector.release(this.blocking);
-    this.blocking = undefined;
     for (const w of this.idleWaiters.splice(0)) w();
     this.emit('closed');
   }

@@ -50,6 +50,7 @@ export interface EventsOptions {
 type Listener = (e: QueueEvent) => void;
 
 const WATCHDOG_GRACE_MS = 3000;
+const BACKLOG_MAX = 10_000;
 
 export class QueueEvents extends EventEmitter {
   private lastId: string;
@@ -59,6 +60,11 @@ export class QueueEvents extends EventEmitter {
   private closing = false;
   private readonly loopDone: Promise<void>;
   private readonly iterators = new Set<{ push: (e: QueueEvent | null) => void }>();
+  /**
+   * Events delivered before the first iterator exists, so `for await` started after an
+   * `await events.ready` (and an enqueue) still sees everything after `from`. Bounded.
+   */
+  private backlog: QueueEvent[] | undefined = [];
   /** Resolves once the reader has fixed its starting id (so nothing after it is missed). */
   readonly ready: Promise<void>;
   private markReady!: () => void;
@@ -130,11 +136,16 @@ export class QueueEvents extends EventEmitter {
     this.emit(e.event, e);
     this.emit('event', e);
     for (const it of this.iterators) it.push(e);
+    if (this.backlog) {
+      this.backlog.push(e);
+      if (this.backlog.length > BACKLOG_MAX) this.backlog.shift();
+    }
   }
 
   /** Every event, in stream order, until close(). */
   [Symbol.asyncIterator](): AsyncIterator<QueueEvent> {
-    const buffer: (QueueEvent | null)[] = [];
+    const buffer: (QueueEvent | null)[] = this.backlog ?? [];
+    this.backlog = undefined;
     let waiting: ((r: IteratorResult<QueueEvent>) => void) | undefined;
     const it = {
       push: (e: QueueEvent | null) => {
