@@ -15,7 +15,7 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { Backoff, type BackoffPolicy } from './backoff.js';
-import { encodeJson } from './codec.js';
+import { encodeJson, parseMaybe } from './codec.js';
 import type { RedisClient } from './connector.js';
 import { EchoMQError } from './errors.js';
 import type { Queue } from './jobs.js';
@@ -65,6 +65,8 @@ export interface JobContext {
   checkpoint(): Promise<void>;
   /** Stores progress (a number or an object) on the row and emits `progress`. */
   progress(value: number | object): Promise<void>;
+  /** A flow parent's completed children's results, child id -> result (null when none). */
+  childrenResults(): Promise<Record<string, unknown>>;
 }
 
 export type Handler<D, R> = (job: Job<D>, ctx: JobContext) => Promise<R> | R;
@@ -144,6 +146,14 @@ class Running<D> implements Job<D>, JobContext {
 
   progress(value: number | object): Promise<void> {
     return this.consumer.progress(this, value);
+  }
+
+  async childrenResults(): Promise<Record<string, unknown>> {
+    const q = this.consumer.queue;
+    const raw = await q.connector.client.hgetall(`${q.keys.job(this.id)}:results`);
+    const out: Record<string, unknown> = {};
+    for (const [id, v] of Object.entries(raw)) out[id] = v === '' ? null : parseMaybe(v);
+    return out;
   }
 }
 
@@ -525,9 +535,12 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private async failed(job: Running<D>, error: Error): Promise<void> {
     if (job.released) return this.finish(job);
     const unrecoverable = error instanceof UnrecoverableError || job.aborted === 'cancelled';
-    const delay =
-      unrecoverable || job.attempts >= job.maxAttempts
-        ? -1
+    // -1 tells the script "never retry" (reason unrecoverable); on the last attempt the
+    // script dead-letters by the count itself (reason error), so any delay will do.
+    const delay = unrecoverable
+      ? -1
+      : job.attempts >= job.maxAttempts
+        ? 0
         : Backoff.delayMs(job.backoff ?? this.backoff, job.attempts);
     const message = clip(error.message || String(error), this.maxErrorBytes);
     const stack = clip(error.stack ?? '', this.maxStackBytes);
@@ -645,11 +658,16 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private settle(): void {
     if (this.held.size === 0 && this.acks.length === 0 && this.reserved === 0) {
       for (const w of this.settledWaiters.splice(0)) w();
-      if (this.short || this.closing) for (const w of this.idleWaiters.splice(0)) w();
+      // Work held back by a rate window is not idleness: the consumer claims it when it reopens.
+      const waiting = this.limitedUntil !== Number.POSITIVE_INFINITY;
+      if ((this.short && !waiting) || this.closing) for (const w of this.idleWaiters.splice(0)) w();
     }
   }
 
-  /** Resolves when nothing is running and the last claim found nothing claimable. */
+  /**
+   * Resolves when nothing is running and the last claim found nothing claimable, and no rate
+   * limit holds jobs back (a paused queue or lane counts as idle).
+   */
   idle(): Promise<void> {
     return new Promise((resolve) => {
       this.idleWaiters.push(resolve);
