@@ -33,7 +33,10 @@ export class Connector {
   static open(opts: ConnectOptions = {}): Connector {
     if (opts.redis) return new Connector(opts.redis, false);
     const url = opts.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-    return new Connector(new Redis(url, { lazyConnect: false, ...opts.redisOptions }), true);
+    const client = new Redis(url, { lazyConnect: false, ...opts.redisOptions });
+    // ioredis reconnects by itself; without a listener every drop would print "Unhandled error".
+    client.on('error', () => {});
+    return new Connector(client, true);
   }
 
   get isClosed(): boolean {

@@ -17,7 +17,7 @@ import { Redis } from 'ioredis';
 import { Backoff, type BackoffPolicy } from './backoff.js';
 import { encodeJson, parseMaybe } from './codec.js';
 import type { RedisClient } from './connector.js';
-import { EchoMQError } from './errors.js';
+import { EchoMQError, optionsObject } from './errors.js';
 import type { Queue } from './jobs.js';
 
 export type Recovery = 'reap' | 'stalled' | 'off';
@@ -98,6 +98,8 @@ class Running<D> implements Job<D>, JobContext {
   aborted: Abort | undefined;
   /** Set when the job left this consumer (handed back, or lost): its outcome is not sent. */
   released = false;
+  /** Its lease expired and this same consumer claimed the job again: the old handler still runs. */
+  orphaned = false;
   readonly startedAt = performance.now();
 
   constructor(
@@ -178,6 +180,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private ackScheduled = false;
   /** Slots promised to claims in flight, so two calls never over-claim. */
   private reserved = 0;
+  /** Handlers still running for jobs this consumer lost and then claimed again. */
+  private orphans = 0;
   /** The last claim came back short: nothing claimable until a wake, a due timer or the beat. */
   private short = false;
   private wakeId = '0-0';
@@ -202,9 +206,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   constructor(
     readonly queue: Queue<D, R>,
     private readonly handler: Handler<D, R>,
-    opts: ConsumeOptions = {},
+    options?: ConsumeOptions,
   ) {
     super();
+    const opts = optionsObject(options, 'consume options');
     this.concurrency = positive(opts.concurrency ?? 10, 'concurrency');
     this.leaseMs = positive(opts.leaseMs ?? 30_000, 'leaseMs');
     this.extendMs = positive(opts.extendMs ?? Math.max(1, Math.floor(this.leaseMs / 3)), 'extendMs');
@@ -252,7 +257,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   }
 
   private get free(): number {
-    return this.concurrency - this.held.size - this.reserved;
+    return this.concurrency - this.held.size - this.orphans - this.reserved;
   }
 
   // ── the beat ────────────────────────────────────────────────────────────────
@@ -315,23 +320,29 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   }
 
   // Recurrence: the Repeat pump and the schedulers' hand-off (src/repeat.ts, src/scheduler.ts), once
-  // a beat, and also when an instant comes due that they reported, or that promote reported (a
-  // released job may be a scheduler's occurrence, whose next one is made now): on time, without
-  // a call per loop turn. A registration made while this consumer is parked is seen at the beat.
+  // a beat, and also when an instant they reported comes due, or when promote released the job it
+  // reported as the next due (it may be a scheduler's occurrence, whose next one is made now): on
+  // time, without a call per loop turn. A registration made while parked is seen at the beat.
   private lastRecurringAt = Number.NEGATIVE_INFINITY;
   private recurringDueAt = Number.POSITIVE_INFINITY; // local performance.now()
   private scheduleDueAt = Number.POSITIVE_INFINITY; // promote's next due instant, as last seen
 
   private async recurring(): Promise<void> {
     const at = performance.now();
-    const released = at >= this.scheduleDueAt;
-    this.scheduleDueAt = this.nextDueAt;
-    if (at - this.lastRecurringAt < this.beatMs && at < this.recurringDueAt && !released) return;
-    this.lastRecurringAt = at;
+    const head = this.nextDueAt; // just set by promote
+    // Local due instants are estimates (a reply's latency, ms rounding): the head moving later
+    // also says that the job due at the old head has left the schedule.
+    const released = at + 5 >= this.scheduleDueAt || head > this.scheduleDueAt + 5;
+    if (at - this.lastRecurringAt < this.beatMs && at < this.recurringDueAt && !released) {
+      this.scheduleDueAt = head;
+      return;
+    }
     const [pump, handoff] = await Promise.all([
       this.queue.repeat.pumpNext(this.promoteBatch),
       this.queue.schedulers.advance(this.promoteBatch),
     ]);
+    this.lastRecurringAt = at;
+    this.scheduleDueAt = head;
     const until = (due: number, now: number) => (due < 0 ? Number.POSITIVE_INFINITY : due - now);
     this.recurringDueAt =
       performance.now() + Math.min(until(pump.nextDue, pump.now), until(handoff.nextDue, handoff.now));
@@ -360,7 +371,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   /** Waits for whichever comes first: new work (wake stream), the next due job, the beat, close. */
   private async park(): Promise<void> {
     if (this.closing) return;
-    const untilDue = Math.min(this.nextDueAt, this.limitedUntil) - performance.now();
+    const untilTtl = this.ttlMs === undefined ? Number.POSITIVE_INFINITY : this.startedAt + this.ttlMs;
+    const untilDue = Math.min(this.nextDueAt, this.limitedUntil, untilTtl) - performance.now();
     const wait = Math.max(
       0,
       Math.min(this.beatMs - (performance.now() - this.lastRecoverAt), untilDue, this.beatMs),
@@ -385,7 +397,17 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private async blockOnWake(ms: number, onTime: boolean): Promise<void> {
     const conn = this.blocking;
     if (!conn) return;
-    const watchdog = setTimeout(() => conn.disconnect(true), ms + WATCHDOG_GRACE_MS);
+    // The watchdog does not trust the client to settle a read on a dropped connection (with
+    // autoResendUnfulfilledCommands off, ioredis never does): it stops waiting by itself.
+    let giveUp!: () => void;
+    const gaveUp = new Promise<null>((resolve) => {
+      giveUp = () => resolve(null);
+    });
+    this.unpark = giveUp; // close() ends the wait at once
+    const watchdog = setTimeout(() => {
+      conn.disconnect(true);
+      giveUp();
+    }, ms + WATCHDOG_GRACE_MS);
     const id = this.blockingId;
     const alarm =
       onTime && id !== undefined
@@ -394,9 +416,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
           }, ms)
         : undefined;
     try {
-      const reply = (await conn.xread('BLOCK', ms, 'STREAMS', this.queue.keys.key('wake'), this.wakeId)) as
-        | [string, [string, string[]][]][]
-        | null;
+      const read = conn.xread('BLOCK', ms, 'STREAMS', this.queue.keys.key('wake'), this.wakeId);
+      read.catch(() => {}); // a read abandoned by the watchdog may still fail later
+      const reply = (await Promise.race([read, gaveUp])) as [string, [string, string[]][]][] | null;
       const entries = reply?.[0]?.[1];
       if (entries && entries.length > 0) {
         this.wakeId = entries[entries.length - 1]![0];
@@ -452,6 +474,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
         (flat[i + 5] as string) || undefined,
         backoff ? (JSON.parse(backoff) as BackoffPolicy) : undefined,
       );
+      const old = this.held.get(id);
+      if (old) this.lose(old, true); // our own lease expired (an outage) and we claimed it again
       this.held.set(id, job);
       void this.execute(job);
     }
@@ -461,6 +485,18 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   }
 
   private async execute(job: Running<D>): Promise<void> {
+    try {
+      await this.runHandler(job);
+    } finally {
+      if (job.orphaned) {
+        job.orphaned = false;
+        this.orphans -= 1;
+        this.settle();
+      }
+    }
+  }
+
+  private async runHandler(job: Running<D>): Promise<void> {
     let result: R;
     try {
       result = await this.handler(job, job);
@@ -627,10 +663,23 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   private onLease(job: Running<D>, status: string): void {
     if (status === 'cancel') job.abort('cancelled');
-    else if (status === 'lost') {
-      job.released = true;
-      job.abort('lost');
+    else if (status === 'lost') this.lose(job, false);
+  }
+
+  /**
+   * The job's lease is gone (recovered elsewhere): abort its handler and never send its
+   * outcome. `orphan`: the job was claimed again by this consumer, so the old handler keeps
+   * its slot counted until it returns.
+   */
+  private lose(job: Running<D>, orphan: boolean): void {
+    if (job.released) return;
+    job.released = true;
+    if (orphan) {
+      job.orphaned = true;
+      this.orphans += 1;
     }
+    job.abort('lost');
+    this.emit('lost', job);
   }
 
   /** ctx.checkpoint(): extends this job's lease now; throws when cancelled or lost. */

@@ -1,5 +1,6 @@
 // EchoMQ: a connection to Redis and the queues on it.
 import { type ConnectOptions, Connector } from './connector.js';
+import { addFlow, type FlowJob, type FlowResult } from './flows.js';
 import { Queue, type QueueOptions } from './jobs.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
@@ -34,6 +35,16 @@ export class EchoMQ {
       this.queues.set(name, q);
     }
     return q as unknown as Queue<D, R>;
+  }
+
+  /**
+   * Adds a flow: a parent job (state waiting_children) that runs once all its children have
+   * completed, atomically with them; children may have children. Every job is in the root's
+   * queue. Resolves with the ids, shaped like the flow. See src/flows.ts.
+   */
+  flow<D = unknown>(root: FlowJob<D>): Promise<FlowResult> {
+    this.connector.assertOpen();
+    return addFlow(this, root);
   }
 
   /** Closes every connection EchoMQ opened. Later calls fail with EMQCLOSED. */

@@ -41,3 +41,13 @@ export function fromScriptError(err: unknown): unknown {
   }
   return err;
 }
+
+/** Options as an object: undefined is no options; anything else that is not a plain object is refused. */
+export function optionsObject<T extends object>(value: T | null | undefined, what: string): T {
+  if (value === undefined) return {} as T;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    const got = value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value;
+    throw new EchoMQError('EMQINPUT', `${what} must be an object, got ${got}`);
+  }
+  return value;
+}

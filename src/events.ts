@@ -58,6 +58,7 @@ export class QueueEvents extends EventEmitter {
   private readonly count: number;
   private conn: RedisClient | undefined;
   private closing = false;
+  private stopWaiting: (() => void) | undefined;
   private readonly loopDone: Promise<void>;
   private readonly iterators = new Set<{ push: (e: QueueEvent | null) => void }>();
   /**
@@ -105,18 +106,22 @@ export class QueueEvents extends EventEmitter {
           this.lastId = last[0]?.[0] ?? '0-0';
         }
         this.markReady();
-        const watchdog = setTimeout(() => conn.disconnect(true), this.blockMs + WATCHDOG_GRACE_MS);
+        // The watchdog stops waiting by itself: a client may never settle a read that was in
+        // flight on a dropped connection (ioredis with autoResendUnfulfilledCommands off).
+        let giveUp!: () => void;
+        const gaveUp = new Promise<null>((resolve) => {
+          giveUp = () => resolve(null);
+        });
+        this.stopWaiting = giveUp;
+        const watchdog = setTimeout(() => {
+          conn.disconnect(true);
+          giveUp();
+        }, this.blockMs + WATCHDOG_GRACE_MS);
         let reply: [string, [string, string[]][]][] | null;
         try {
-          reply = (await conn.xread(
-            'COUNT',
-            this.count,
-            'BLOCK',
-            this.blockMs,
-            'STREAMS',
-            key,
-            this.lastId,
-          )) as [string, [string, string[]][]][] | null;
+          const read = conn.xread('COUNT', this.count, 'BLOCK', this.blockMs, 'STREAMS', key, this.lastId);
+          read.catch(() => {}); // abandoned by the watchdog: its entries are read again from lastId
+          reply = (await Promise.race([read, gaveUp])) as [string, [string, string[]][]][] | null;
         } finally {
           clearTimeout(watchdog);
         }
@@ -184,6 +189,7 @@ export class QueueEvents extends EventEmitter {
     if (this.closing) return this.loopDone;
     this.closing = true;
     this.markReady();
+    this.stopWaiting?.();
     if (this.conn) this.queue.connector.release(this.conn);
     this.conn = undefined;
     for (const it of this.iterators) it.push(null);

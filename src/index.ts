@@ -13,8 +13,25 @@ export {
 export { EchoMQ, type EchoMQOptions } from './echomq.js';
 export { EchoMQError, type ErrorCode } from './errors.js';
 export { type EventName, type EventsOptions, type QueueEvent, QueueEvents } from './events.js';
+export type { FlowJob, FlowJobOptions, FlowNode, FlowResult } from './flows.js';
 export { isJobId, mintJobId } from './ids.js';
 export {
+  type ConsumerInfo,
+  Inspector,
+  type JobDetail,
+  type JobsPage,
+  type JobsResult,
+  type MinuteRate,
+  type QueueRates,
+  type QueueStats,
+  type QueueSummary,
+  type RepeatSummary,
+  type SchedulerSummary,
+  type SchedulersResult,
+} from './inspect.js';
+export {
+  type CleanOptions,
+  type DedupeOptions,
   type EnqueueOptions,
   type EnqueueStatus,
   JOB_STATES,
@@ -28,3 +45,21 @@ export {
 export { PROTOCOL_VERSION } from './keyspace.js';
 export { type LaneInfo, type LaneSettings, Lanes, type RateLimit } from './lanes.js';
 export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
+export {
+  type CatchUp,
+  occurrenceId,
+  type PumpResult,
+  type RegisterOptions,
+  Repeat,
+  type RepeatView,
+} from './repeat.js';
+export {
+  type AdvanceResult,
+  JobSchedulers,
+  type SchedulerJobOptions,
+  type SchedulerTemplate,
+  type SchedulerView,
+  type StoredRepeat,
+  type UpsertResult,
+  type UpsertStatus,
+} from './scheduler.js';

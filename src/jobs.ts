@@ -1,11 +1,11 @@
 // The job verbs of one queue: admit (enqueue, enqueueAt, enqueueIn, enqueueMany), look up
-// (get, counts), end (cancel, remove) and the sweeps (promote, reap, sweepStalled). Each verb
+// (get, counts), end (cancel, remove, retry) and the sweeps (promote, reap, sweepStalled). Each verb
 // is one protocol script; the consumer and the event reader build on this module.
 import { Backoff, type BackoffPolicy } from './backoff.js';
 import { encodeJson, parseMaybe } from './codec.js';
 import type { Connector } from './connector.js';
 import { type ConsumeOptions, Consumer, type Handler } from './consumer.js';
-import { EchoMQError } from './errors.js';
+import { EchoMQError, optionsObject } from './errors.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events.js';
 import { assertJobId, mintJobId } from './ids.js';
 import { assertName, Keyspace, PROTOCOL_VERSION } from './keyspace.js';
@@ -15,7 +15,14 @@ import { JobSchedulers } from './scheduler.js';
 import { type Script, type ScriptName, script } from './scripts.js';
 
 /** The states a job row can be in; the same words in Lua, TypeScript, the CLI and dashboard. */
-export type JobState = 'scheduled' | 'pending' | 'active' | 'completed' | 'dead' | 'cancelled';
+export type JobState =
+  | 'scheduled'
+  | 'pending'
+  | 'active'
+  | 'completed'
+  | 'dead'
+  | 'cancelled'
+  | 'waiting_children';
 export const JOB_STATES: readonly JobState[] = [
   'scheduled',
   'pending',
@@ -23,6 +30,7 @@ export const JOB_STATES: readonly JobState[] = [
   'completed',
   'dead',
   'cancelled',
+  'waiting_children',
 ];
 
 export interface EnqueueOptions {
@@ -38,6 +46,26 @@ export interface EnqueueOptions {
   attempts?: number;
   /** The retry delay curve; default: the consumer's policy. */
   backoff?: BackoffPolicy;
+  /** Deduplicate by a key of your own (apart from the id); see DedupeOptions. */
+  dedupe?: DedupeOptions;
+}
+
+/**
+ * Deduplication by `key`: while the key's lock holds, another job with the key is not added.
+ * The lock holds for `ttlMs` from the kept job's admission, or, without `ttlMs`, until the kept
+ * job ends (completed, dead, cancelled or removed).
+ */
+export interface DedupeOptions {
+  /** The deduplication key (1-200 characters), kept as `dedupe:<key>` under the queue. */
+  key: string;
+  /** How long the lock holds, in ms; default: until the kept job ends. */
+  ttlMs?: number;
+  /**
+   * 'throttle': the first job is kept and later ones are dropped. 'debounce': later ones
+   * replace the kept job's data and move its run time to theirs (enqueueIn/enqueueAt), until
+   * it starts; a job enqueued after the kept one started is added as a new job.
+   */
+  mode: 'throttle' | 'debounce';
 }
 
 export interface QueueOptions {
@@ -60,8 +88,18 @@ export interface QueueSettings {
   eventsMaxLen?: number;
 }
 
-export type EnqueueStatus = 'enqueued' | 'duplicate';
-export type ScheduleStatus = 'scheduled' | 'duplicate';
+export interface CleanOptions {
+  /** The ended state to delete jobs of. */
+  state: 'completed' | 'dead' | 'cancelled';
+  /** Only jobs that ended at least this many ms ago (server clock). Default 0: all of them. */
+  olderThanMs?: number;
+  /** At most this many per call (1-100,000). Default 1000. */
+  limit?: number;
+}
+
+/** 'duplicate': the id exists (nothing written); 'deduplicated': the dedupe key's job was kept. */
+export type EnqueueStatus = 'enqueued' | 'duplicate' | 'deduplicated';
+export type ScheduleStatus = 'scheduled' | 'duplicate' | 'deduplicated';
 
 export interface JobView<D = unknown, R = unknown> {
   id: string;
@@ -72,6 +110,8 @@ export interface JobView<D = unknown, R = unknown> {
   maxAttempts: number;
   result?: R;
   error?: { message: string; stack?: string };
+  /** The error of the run before the job was retried (retry, retryAll). */
+  lastError?: { message: string; stack?: string };
   progress?: unknown;
   group?: string;
   priority?: number;
@@ -98,9 +138,10 @@ function wholeNumber(value: unknown, what: string, min: number, max = Number.MAX
   return value;
 }
 
-const KNOWN_OPTIONS = new Set(['id', 'name', 'priority', 'group', 'attempts', 'backoff']);
+const KNOWN_OPTIONS = new Set(['id', 'name', 'priority', 'group', 'attempts', 'backoff', 'dedupe']);
+const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
 
-/** The 7-tuple the enqueue script takes per job (schedule takes the same fields). */
+/** The 9-tuple the enqueue script takes per job (schedule takes the same fields). */
 interface Admission {
   id: string;
   payload: string;
@@ -109,6 +150,45 @@ interface Admission {
   name: string;
   max: string;
   backoff: string;
+  /** '' or the dedupe key, and its spec: 'throttle' | 'debounce', with ':<ttl_ms>' when given. */
+  dedupeKey: string;
+  dedupeSpec: string;
+}
+
+function dedupeFields(d: DedupeOptions | undefined): { dedupeKey: string; dedupeSpec: string } {
+  if (d === undefined) return { dedupeKey: '', dedupeSpec: '' };
+  if (typeof d !== 'object' || d === null) {
+    throw new EchoMQError(
+      'EMQINPUT',
+      "dedupe must be an object { key, mode: 'throttle' | 'debounce', ttlMs? }",
+    );
+  }
+  for (const k of Object.keys(d)) {
+    if (!DEDUPE_OPTIONS.has(k)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `unknown dedupe option "${k}"; known: ${[...DEDUPE_OPTIONS].join(', ')}`,
+      );
+    }
+  }
+  if (typeof d.key !== 'string' || d.key.length === 0 || d.key.length > 200) {
+    throw new EchoMQError('EMQINPUT', 'dedupe.key must be a string of 1-200 characters');
+  }
+  if (d.mode !== 'throttle' && d.mode !== 'debounce') {
+    throw new EchoMQError('EMQINPUT', `dedupe.mode must be 'throttle' or 'debounce', got ${String(d.mode)}`);
+  }
+  const ttl = d.ttlMs === undefined ? '' : `:${wholeNumber(d.ttlMs, 'dedupe.ttlMs', 1)}`;
+  return { dedupeKey: d.key, dedupeSpec: d.mode + ttl };
+}
+
+/** An admission reply entry: 1 added, 0 duplicate, or the kept id (a string) when deduplicated. */
+function admitted<S extends string>(
+  id: string,
+  reply: unknown,
+  added: S,
+): { id: string; status: S | 'duplicate' | 'deduplicated' } {
+  if (typeof reply === 'string') return { id: reply, status: 'deduplicated' };
+  return reply === 1 ? { id, status: added } : { id, status: 'duplicate' };
 }
 
 export class Queue<D = unknown, R = unknown> {
@@ -122,7 +202,11 @@ export class Queue<D = unknown, R = unknown> {
   private readonly defaultAttempts: number;
   readonly maxPayloadBytes: number;
   private hello: Promise<unknown> | undefined;
-  private batch: { job: Admission; resolve: (s: EnqueueStatus) => void; reject: (e: unknown) => void }[] = [];
+  private batch: {
+    job: Admission;
+    resolve: (r: { id: string; status: EnqueueStatus }) => void;
+    reject: (e: unknown) => void;
+  }[] = [];
 
   constructor(
     readonly connector: Connector,
@@ -158,7 +242,9 @@ export class Queue<D = unknown, R = unknown> {
 
   // ── admission ───────────────────────────────────────────────────────────────
 
-  private admission(data: D, opts: EnqueueOptions = {}): Admission {
+  /** Validates and encodes one job for the admission scripts (enqueue, schedule, flow_add). */
+  admission(data: D, options?: EnqueueOptions): Admission {
+    const opts = optionsObject(options, 'enqueue options');
     for (const key of Object.keys(opts)) {
       if (!KNOWN_OPTIONS.has(key)) {
         throw new EchoMQError(
@@ -181,20 +267,21 @@ export class Queue<D = unknown, R = unknown> {
       name: opts.name ?? '',
       max: String(wholeNumber(opts.attempts ?? this.defaultAttempts, 'attempts', 1, 1_000_000)),
       backoff: opts.backoff === undefined ? '' : JSON.stringify(Backoff.validate(opts.backoff)),
+      ...dedupeFields(opts.dedupe),
     };
   }
 
   /**
    * Adds a job that can run now. Calls made in the same tick travel as one script call.
-   * Resolves `duplicate` when a job with that id exists already (nothing is overwritten).
+   * Resolves `duplicate` when a job with that id exists already (nothing is overwritten), and
+   * `deduplicated` with the kept job's id when `dedupe` kept another job.
    */
   async enqueue(data: D, opts?: EnqueueOptions): Promise<{ id: string; status: EnqueueStatus }> {
     this.connector.assertOpen();
     const job = this.admission(data, opts);
-    const status = await new Promise<EnqueueStatus>((resolve, reject) => {
+    return new Promise<{ id: string; status: EnqueueStatus }>((resolve, reject) => {
       if (this.batch.push({ job, resolve, reject }) === 1) process.nextTick(() => this.flush());
     });
-    return { id: job.id, status };
   }
 
   private flush(): void {
@@ -204,7 +291,7 @@ export class Queue<D = unknown, R = unknown> {
       const part = batch.slice(i, i + CHUNK);
       this.admit(part.map((b) => b.job)).then(
         (statuses) => {
-          for (const [j, b] of part.entries()) b.resolve(statuses[j] as EnqueueStatus);
+          for (const [j, b] of part.entries()) b.resolve(statuses[j]!);
         },
         (err) => {
           for (const b of part) b.reject(err);
@@ -213,11 +300,13 @@ export class Queue<D = unknown, R = unknown> {
     }
   }
 
-  private async admit(jobs: Admission[]): Promise<EnqueueStatus[]> {
+  private async admit(jobs: Admission[]): Promise<{ id: string; status: EnqueueStatus }[]> {
     const argv: string[] = [this.keys.prefix];
-    for (const j of jobs) argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff);
-    const reply = (await this.run('enqueue', argv)) as number[];
-    return reply.map((r) => (r === 1 ? 'enqueued' : 'duplicate'));
+    for (const j of jobs) {
+      argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff, j.dedupeKey, j.dedupeSpec);
+    }
+    const reply = (await this.run('enqueue', argv)) as (number | string)[];
+    return reply.map((r, i) => admitted(jobs[i]!.id, r, 'enqueued'));
   }
 
   /**
@@ -237,7 +326,7 @@ export class Queue<D = unknown, R = unknown> {
         next += CHUNK;
         const part = jobs.slice(start, start + CHUNK);
         const statuses = await this.admit(part);
-        for (const [j, job] of part.entries()) out[start + j] = { id: job.id, status: statuses[j]! };
+        for (const j of part.keys()) out[start + j] = statuses[j]!;
       }
     };
     await Promise.all([lane(), lane()]);
@@ -270,12 +359,9 @@ export class Queue<D = unknown, R = unknown> {
   ): Promise<{ id: string; status: ScheduleStatus }> {
     this.connector.assertOpen();
     const j = this.admission(data, opts);
-    const reply = await this.run(
-      'schedule',
-      [j.id, j.payload, mode, value, j.priority, j.group, j.name, j.max, j.backoff],
-      j.id,
-    );
-    return { id: j.id, status: reply === 1 ? 'scheduled' : 'duplicate' };
+    const argv = [j.id, j.payload, mode, value, j.priority, j.group, j.name, j.max, j.backoff];
+    const reply = await this.run('schedule', [...argv, j.dedupeKey, j.dedupeSpec], j.id);
+    return admitted(j.id, reply, 'scheduled');
   }
 
   // ── lookups ─────────────────────────────────────────────────────────────────
@@ -296,14 +382,14 @@ export class Queue<D = unknown, R = unknown> {
     const k = this.keys;
     const groups = await c.smembers(k.key('lanes'));
     const pipeline = c.pipeline();
-    for (const set of ['schedule', 'pending', 'active', 'completed', 'dead', 'cancelled'])
+    for (const set of ['schedule', 'pending', 'active', 'completed', 'dead', 'cancelled', 'waiting_children'])
       pipeline.zcard(k.key(set));
     for (const g of groups) pipeline.zcard(k.lane(g));
     const replies = ((await pipeline.exec()) ?? []).map(([err, n]) => {
       if (err) throw err;
       return n as number;
     });
-    const [scheduled, pending, active, completed, dead, cancelled, ...lanes] = replies as number[];
+    const [scheduled, pending, active, completed, dead, cancelled, waitingChildren, ...lanes] = replies;
     return {
       scheduled: scheduled!,
       pending: pending! + lanes.reduce((a, b) => a + b, 0),
@@ -311,6 +397,7 @@ export class Queue<D = unknown, R = unknown> {
       completed: completed!,
       dead: dead!,
       cancelled: cancelled!,
+      waiting_children: waitingChildren!,
     };
   }
 
@@ -331,6 +418,62 @@ export class Queue<D = unknown, R = unknown> {
     return (await this.run('remove', [this.keys.prefix, id], id)) === 1;
   }
 
+  /**
+   * Returns a dead or cancelled job to pending (its lane when it has a group) with its attempts
+   * reset to 0; its error is kept as `lastError`. EMQNOJOB when there is no such job, EMQSTATE
+   * when it is in another state.
+   */
+  async retry(id: string): Promise<void> {
+    assertJobId(id);
+    const [status] = (await this.run('retry', [this.keys.prefix, id])) as string[];
+    if (status === 'EMQNOJOB') throw new EchoMQError('EMQNOJOB', `no job ${id} in queue ${this.name}`);
+    if (status === 'EMQSTATE') {
+      const state = await this.connector.client.hget(this.keys.job(id), 'state');
+      throw new EchoMQError('EMQSTATE', `job ${id} is ${state}: only dead or cancelled jobs can be retried`);
+    }
+  }
+
+  /**
+   * Retries every job that ended `state` ('dead' by default, or 'cancelled') before the call,
+   * oldest first, `batch` ids per script call (default 500: 100,000 jobs take about 200 calls).
+   * Jobs that end again while it runs are not taken twice. Resolves with how many were retried.
+   */
+  async retryAll(
+    opts: {
+      state?: 'dead' | 'cancelled';
+      batch?: number;
+      /** Called after every batch: jobs retried so far, of `total` found at the start. */
+      onProgress?: (progress: { retried: number; total: number }) => void;
+    } = {},
+  ): Promise<number> {
+    this.connector.assertOpen();
+    const state = opts.state ?? 'dead';
+    if (state !== 'dead' && state !== 'cancelled') {
+      throw new EchoMQError('EMQINPUT', `retryAll state must be 'dead' or 'cancelled', got ${String(state)}`);
+    }
+    const batch = wholeNumber(opts.batch ?? 500, 'batch', 1, 10_000);
+    const c = this.connector.client;
+    const set = this.keys.key(state);
+    // The newest end at the start bounds the run: a job that ends again later scores above it.
+    const newest = await c.zrange(set, -1, -1, 'WITHSCORES');
+    if (newest.length === 0) return 0;
+    const cutoff = newest[1]!;
+    const total = await c.zcount(set, '-inf', cutoff);
+    let retried = 0;
+    let skip = 0; // members in another state stay in the set; page past them
+    for (;;) {
+      const ids = await c.zrangebyscore(set, '-inf', cutoff, 'LIMIT', skip, batch);
+      if (ids.length === 0) break;
+      const statuses = (await this.run('retry', [this.keys.prefix, ...ids])) as string[];
+      for (const s of statuses) {
+        if (s === 'OK') retried += 1;
+        else if (s === 'EMQSTATE') skip += 1;
+      }
+      opts.onProgress?.({ retried, total });
+    }
+    return retried;
+  }
+
   // ── flow control ────────────────────────────────────────────────────────────
 
   /** Stops claiming across all consumers (enqueue still works; running jobs finish). */
@@ -349,7 +492,8 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /** Changes queue-wide settings (rate limit, retention, events cap); omitted ones stay. */
-  async configure(settings: QueueSettings): Promise<void> {
+  async configure(options: QueueSettings): Promise<void> {
+    const settings = optionsObject(options, 'queue settings');
     const argv: string[] = [];
     const set = (field: string, value: number | undefined, what: string, min: number) => {
       if (value !== undefined) argv.push(field, String(wholeNumber(value, what, min)));
@@ -366,6 +510,27 @@ export class Queue<D = unknown, R = unknown> {
     set('keep_dead_ms', r?.dead?.ageMs, 'retention.dead.ageMs', -1);
     set('events_max', settings.eventsMaxLen, 'eventsMaxLen', 1);
     if (argv.length > 0) await this.run('configure', argv);
+  }
+
+  /**
+   * Deletes ended jobs of one state (rows and ids), oldest first: those that ended at least
+   * `olderThanMs` ago (server clock; default 0 = all), at most `limit` (default 1000) per call.
+   * Resolves with how many were deleted; emits `cleaned` with the state and count.
+   */
+  async clean(opts: CleanOptions): Promise<number> {
+    const state = opts?.state;
+    if (state !== 'completed' && state !== 'dead' && state !== 'cancelled') {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `clean state must be 'completed', 'dead' or 'cancelled', got ${String(state)}`,
+      );
+    }
+    return (await this.run('clean', [
+      this.keys.prefix,
+      state,
+      wholeNumber(opts.olderThanMs ?? 0, 'olderThanMs', 0),
+      wholeNumber(opts.limit ?? 1000, 'limit', 1, 100_000),
+    ])) as number;
   }
 
   // ── processing and watching ─────────────────────────────────────────────────
@@ -413,8 +578,9 @@ export class Queue<D = unknown, R = unknown> {
 
   /** The count-thresholded stalled check: recover expired leases, dead-letter repeat stallers. */
   async sweepStalled(
-    opts: { maxStalled?: number; batch?: number } = {},
+    options: { maxStalled?: number; batch?: number } = {},
   ): Promise<{ recovered: string[]; dead: string[] }> {
+    const opts = optionsObject(options, 'sweepStalled options');
     const [recovered, dead] = (await this.run('sweep_stalled', [
       this.keys.prefix,
       wholeNumber(opts.maxStalled ?? 1, 'maxStalled', 0),
@@ -447,6 +613,11 @@ export function jobView<D, R>(id: string, row: Record<string, string>): JobView<
   if (row.result !== undefined) view.result = parseMaybe(row.result) as R;
   if (row.error !== undefined)
     view.error = row.stack ? { message: row.error, stack: row.stack } : { message: row.error };
+  if (row.last_error !== undefined) {
+    view.lastError = row.last_stack
+      ? { message: row.last_error, stack: row.last_stack }
+      : { message: row.last_error };
+  }
   if (row.progress !== undefined) view.progress = parseMaybe(row.progress);
   const runAt = num(row.runat);
   if (runAt !== undefined) view.runAt = runAt;

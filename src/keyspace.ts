@@ -30,7 +30,7 @@ export function assertName(kind: 'queue' | 'group', name: unknown): asserts name
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME || BAD_NAME.test(name)) {
     throw new EchoMQError(
       'EMQINPUT',
-      `${kind} name must be 1-${MAX_NAME} characters without braces, spaces or control characters, got ${JSON.stringify(name)}`,
+      `${kind} name must be 1-${MAX_NAME} characters without braces, spaces or control characters, got ${typeof name === 'string' ? JSON.stringify(name) : typeof name}`,
     );
   }
 }

@@ -2,7 +2,7 @@
 // round-robin, one job per lane per turn, each lane within its own concurrency and rate
 // limit across all consumers. This module configures and inspects lanes; the serving itself
 // happens inside the claim script, atomically, on the server clock.
-import { EchoMQError } from './errors.js';
+import { EchoMQError, optionsObject } from './errors.js';
 import type { Queue } from './jobs.js';
 import { assertName } from './keyspace.js';
 
@@ -61,7 +61,8 @@ export class Lanes {
     await this.apply('*', settings);
   }
 
-  private async apply(group: string, s: LaneSettings): Promise<void> {
+  private async apply(group: string, settings: LaneSettings): Promise<void> {
+    const s = optionsObject(settings, 'lane settings');
     let conc = '';
     if (s.concurrency !== undefined) {
       if (!Number.isInteger(s.concurrency) || s.concurrency < 0) {

@@ -42,7 +42,10 @@ export type ScriptName =
   | 'resume'
   | 'configure'
   | 'configure_lane'
-  | 'heartbeat';
+  | 'heartbeat'
+  | 'retry'
+  | 'clean'
+  | 'flow_add';
 
 /** protocol/ sits beside src/ and dist/ alike. */
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'protocol');

@@ -708,6 +708,7 @@ describe('counts', () => {
       completed: 0,
       dead: 0,
       cancelled: 0,
+      waiting_children: 0,
     });
 
     await q.enqueue({ flat: 1 });
@@ -726,6 +727,7 @@ describe('counts', () => {
       completed: 0,
       dead: 0,
       cancelled: 1,
+      waiting_children: 0,
     });
 
     await complete(job!);
@@ -738,6 +740,7 @@ describe('counts', () => {
       completed: 1,
       dead: 1,
       cancelled: 1,
+      waiting_children: 0,
     });
   });
 });

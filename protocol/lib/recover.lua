@@ -2,21 +2,26 @@
 -- deadline has passed leaves active; a cancel request ends it cancelled; otherwise its
 -- `stalled` count goes up and it returns to claimable work, unless max_stalled is given and
 -- the count passes it, when it is dead-lettered. Ghosts leave active and are not resurrected.
+-- A job that ends here frees its dedupe lock and tells its parent (needs lib/dedupe.lua and
+-- lib/flow.lua embedded before this block).
 local function recover(p, K, batch, now, emax, max_stalled)
   local recovered, dead, woke = {}, {}, false
   local expired = redis.call('ZRANGEBYSCORE', K.active, '-inf', now, 'LIMIT', 0, batch)
   for _, id in ipairs(expired) do
     redis.call('ZREM', K.active, id)
     local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel')
+    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel', 'dedupe', 'parent')
     if row[1] == 'active' then
       if row[2] and lane_done(p, K, row[2]) then woke = true end
       local stalled = redis.call('HINCRBY', jk, 'stalled', 1)
+      local ended = nil
       if row[4] == '1' then
+        ended = 'cancelled'
         redis.call('HSET', jk, 'state', 'cancelled', 'finished', now)
         redis.call('ZADD', K.cancelled, now, id)
         redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'reason', 'cancelled')
       elseif max_stalled and stalled > max_stalled then
+        ended = 'dead'
         redis.call('HSET', jk, 'state', 'dead', 'finished', now,
           'error', 'job stalled more than max_stalled (' .. max_stalled .. ') times')
         redis.call('ZADD', K.dead, now, id)
@@ -27,6 +32,10 @@ local function recover(p, K, batch, now, emax, max_stalled)
         if release(p, K, id, row[2], row[3] or '0') then woke = true end
         redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'stalled', 'id', id)
         recovered[#recovered + 1] = id
+      end
+      if ended then
+        if row[5] then dedupe_release(p, row[5], id) end
+        if row[6] and child_ended(p, K, row[6], id, ended, '', now, emax) then woke = true end
       end
     end
   end

@@ -9,7 +9,8 @@
 --   work back.
 -- ERRORS: none. A paused queue (meta paused = 1) claims nothing. Rate limits: meta rate_max
 --   claims per rate_ms (the queue), lanes:rate <group>|'*' = 'max:per_ms' (a lane).
--- EVENTS: active (id, attempt) per job; drained when this call took the last claimable job
+-- EVENTS: active (id, attempt) per job; drained when this call took the last waiting job (none
+--   left in pending or the ring, nor in a lane held back by its concurrency or rate limit)
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -77,13 +78,7 @@ local function claim(p, K, n, lease, now, emax)
     local limiter = p .. 'limiter'
     redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
     local room = rate_max - redis.call('ZCARD', limiter)
-    if room < n then
-      n = math.max(room, 0)
-      if n == 0 then
-        local oldest = redis.call('ZRANGE', limiter, 0, 0, 'WITHSCORES')
-        wait = math.max(1, tonumber(oldest[2]) + rate_ms - now + 1)
-      end
-    end
+    if room < n then n = math.max(room, 0) end
   end
   -- Lanes whose rate window has reopened rejoin the ring.
   local limited = p .. 'lanes:limited'
@@ -164,6 +159,13 @@ local function claim(p, K, n, lease, now, emax)
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)
   end
+  -- The window's room is used up while work remains: say when it reopens (else consumers
+  -- would learn of it only at their next beat). With no work waiting, nothing holds work back.
+  if rate_max > 0 and not paused and n < asked and got >= n and
+      (redis.call('ZCARD', K.pending) > 0 or redis.call('ZCARD', K.ring) > 0) then
+    local oldest = redis.call('ZRANGE', p .. 'limiter', 0, 0, 'WITHSCORES')
+    wait = math.max(1, tonumber(oldest[2]) + rate_ms - now + 1)
+  end
   if not paused and redis.call('ZCARD', limited) > 0 then
     local soonest = redis.call('ZRANGE', limited, 0, 0, 'WITHSCORES')
     local lane_wait = math.max(1, tonumber(soonest[2]) - now)
@@ -174,8 +176,17 @@ local function claim(p, K, n, lease, now, emax)
     local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', 1)
     wid = last[1] and last[1][1] or '0-0'
   end
-  -- This call took the last claimable job: the queue is drained.
-  if got > 0 and redis.call('ZCARD', K.pending) == 0 and redis.call('ZCARD', K.ring) == 0 then
+  -- This call took the last waiting job: the queue is drained. Lanes off the ring still hold
+  -- jobs when they wait out a rate window, or their concurrency limit (they have jobs running).
+  local function drained()
+    if redis.call('ZCARD', K.pending) > 0 or redis.call('ZCARD', K.ring) > 0 then return false end
+    if redis.call('ZCARD', limited) > 0 then return false end
+    for _, group in ipairs(redis.call('HKEYS', p .. 'lanes:running')) do
+      if redis.call('ZCARD', lane_key(p, group)) > 0 then return false end
+    end
+    return true
+  end
+  if got > 0 and drained() then
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
   end
   return jobs, wid, wait

@@ -2,13 +2,16 @@
 -- KEYS: active completed events wake meta ring pending
 -- ARGV: prefix lease_ms claim_n, then one triple per job: id token result
 --   result: the encoded result ('' for none); claim_n: how many jobs to claim afterwards
--- REPLY: {statuses, jobs, wake_id, wait_ms}: statuses[i] 'OK' or 'EMQLEASE' (the token is
---   no longer the job's, or the job is not active: that job is left unchanged); jobs,
+-- REPLY: {statuses, jobs, wake_id, wait_ms}: statuses[i] 'OK' (also for a repeat of an
+--   acknowledgement already applied: completed with the same token) or 'EMQLEASE' (the token
+--   is no longer the job's, or the job is not active: that job is left unchanged); jobs,
 --   wake_id and wait_ms as in claim.
 -- ERRORS: none (a stale token is a per-job status, so one zombie does not fail a batch)
 -- EVENTS: completed (id) per job; then claim's events. Counts completions per minute in
 --   stats:<epoch minute> (hash field completed, kept 2 hours) for tools. Retention trims completed by
 --   meta keep_completed (count, default 1000) and keep_completed_ms (age, default 1 day).
+--   A job with a dedupe lock (row field dedupe) frees it; a job with a parent counts down its
+--   parent (lib/flow.lua): waiting (parent) when that was the last child.
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -76,13 +79,7 @@ local function claim(p, K, n, lease, now, emax)
     local limiter = p .. 'limiter'
     redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
     local room = rate_max - redis.call('ZCARD', limiter)
-    if room < n then
-      n = math.max(room, 0)
-      if n == 0 then
-        local oldest = redis.call('ZRANGE', limiter, 0, 0, 'WITHSCORES')
-        wait = math.max(1, tonumber(oldest[2]) + rate_ms - now + 1)
-      end
-    end
+    if room < n then n = math.max(room, 0) end
   end
   -- Lanes whose rate window has reopened rejoin the ring.
   local limited = p .. 'lanes:limited'
@@ -163,6 +160,13 @@ local function claim(p, K, n, lease, now, emax)
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)
   end
+  -- The window's room is used up while work remains: say when it reopens (else consumers
+  -- would learn of it only at their next beat). With no work waiting, nothing holds work back.
+  if rate_max > 0 and not paused and n < asked and got >= n and
+      (redis.call('ZCARD', K.pending) > 0 or redis.call('ZCARD', K.ring) > 0) then
+    local oldest = redis.call('ZRANGE', p .. 'limiter', 0, 0, 'WITHSCORES')
+    wait = math.max(1, tonumber(oldest[2]) + rate_ms - now + 1)
+  end
   if not paused and redis.call('ZCARD', limited) > 0 then
     local soonest = redis.call('ZRANGE', limited, 0, 0, 'WITHSCORES')
     local lane_wait = math.max(1, tonumber(soonest[2]) - now)
@@ -173,8 +177,17 @@ local function claim(p, K, n, lease, now, emax)
     local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', 1)
     wid = last[1] and last[1][1] or '0-0'
   end
-  -- This call took the last claimable job: the queue is drained.
-  if got > 0 and redis.call('ZCARD', K.pending) == 0 and redis.call('ZCARD', K.ring) == 0 then
+  -- This call took the last waiting job: the queue is drained. Lanes off the ring still hold
+  -- jobs when they wait out a rate window, or their concurrency limit (they have jobs running).
+  local function drained()
+    if redis.call('ZCARD', K.pending) > 0 or redis.call('ZCARD', K.ring) > 0 then return false end
+    if redis.call('ZCARD', limited) > 0 then return false end
+    for _, group in ipairs(redis.call('HKEYS', p .. 'lanes:running')) do
+      if redis.call('ZCARD', lane_key(p, group)) > 0 then return false end
+    end
+    return true
+  end
+  if got > 0 and drained() then
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
   end
   return jobs, wid, wait
@@ -182,7 +195,7 @@ end
 -- <<< lib/claim.lua
 -- >>> lib/retention.lua
 -- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
--- deleting their rows too. Bounded work per call: trims at most 1000 rows by count and
+-- deleting their rows (and a parent's P job:<id>:results) too. Bounded work per call: trims at most 1000 rows by count and
 -- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
 local function trim(p, set, keep, age, now)
   local excess = redis.call('ZCARD', set) - keep
@@ -194,12 +207,119 @@ local function trim(p, set, keep, age, now)
   end
   if #old > 0 then
     local rows = {}
-    for i, id in ipairs(old) do rows[i] = p .. 'job:' .. id end
+    for i, id in ipairs(old) do
+      rows[2 * i - 1], rows[2 * i] = p .. 'job:' .. id, p .. 'job:' .. id .. ':results'
+    end
     redis.call('DEL', unpack(rows))
     redis.call('ZREM', set, unpack(old))
   end
 end
 -- <<< lib/retention.lua
+-- >>> lib/dedupe.lua
+-- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
+-- a PX ttl when one was given (a window), without one until the kept job ends (its row then
+-- carries `dedupe` = <key> and the scripts that end it release the lock).
+--   throttle: while the lock holds, a new job with the key is dropped; the kept one stays.
+--   debounce: while the lock holds and the kept job has not started (no attempt yet), the new
+--     job's data replaces the kept job's and its run time moves to the new one's (`at`; nil =
+--     now); a lock with a ttl gets its ttl again. Once the kept job has started (a retry
+--     waiting included), a new job is admitted and takes the lock.
+-- A lock without a ttl whose job ended or whose row is gone is stale, and is taken over.
+local function dedupe_spec(spec)
+  local mode, ttl = string.match(spec, '^(%a+):?(%d*)$')
+  if mode ~= 'throttle' and mode ~= 'debounce' then return nil end
+  return mode, tonumber(ttl)
+end
+
+-- The kept job's id when the new job is deduplicated (nothing of it is written), else nil.
+local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
+  local dk = p .. 'dedupe:' .. key
+  local kept = redis.call('GET', dk)
+  if not kept then return nil end
+  local jk = p .. 'job:' .. kept
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'attempts')
+  local state = row[1]
+  local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
+  if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
+  if mode == 'debounce' then
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
+    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
+    else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
+    redis.call('HSET', jk, 'payload', payload)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+    if at then
+      redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
+      redis.call('ZADD', p .. 'schedule', at, kept)
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
+      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then wake(K) end
+    else
+      redis.call('HSET', jk, 'state', 'pending')
+      redis.call('HDEL', jk, 'runat')
+      if release(p, K, kept, row[2], row[3] or '0') then wake(K) end
+      if state == 'scheduled' then
+        redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', kept)
+      end
+    end
+    if ttl then redis.call('PEXPIRE', dk, ttl) end
+    return kept
+  end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+  return kept
+end
+
+-- Takes the lock for a newly admitted job; without a ttl the row remembers the key.
+local function dedupe_lock(p, jk, id, key, ttl)
+  if ttl then
+    redis.call('SET', p .. 'dedupe:' .. key, id, 'PX', ttl)
+  else
+    redis.call('SET', p .. 'dedupe:' .. key, id)
+    redis.call('HSET', jk, 'dedupe', key)
+  end
+end
+
+-- The job ended (completed, dead, cancelled or removed): free its lock, if still its own.
+local function dedupe_release(p, key, id)
+  local dk = p .. 'dedupe:' .. key
+  if redis.call('GET', dk) == id then redis.call('DEL', dk) end
+end
+-- <<< lib/dedupe.lua
+-- >>> lib/flow.lua
+-- Flows: a parent waits in state waiting_children (in P waiting_children) with `children` =
+-- how many of its children have not ended yet; each child's row names its `parent`.
+-- A completed child stores its result in P job:<parent>:results (child id -> result) and
+-- counts down; at zero the parent is released to claimable work (event waiting). A child
+-- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
+-- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
+-- when it only counts down. A parent that is no longer waiting ignores its children.
+-- True when claimable work went from none to some (the caller wakes parked consumers).
+--   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
+local function child_ended(p, K, parent, id, outcome, result, now, emax)
+  local ok = outcome == 'completed'
+  while parent do
+    local pk = p .. 'job:' .. parent
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent')
+    if row[1] ~= 'waiting_children' then return false end
+    if ok then redis.call('HSET', pk .. ':results', id, result) end
+    if ok or row[2] == '1' then
+      if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
+      redis.call('ZREM', p .. 'waiting_children', parent)
+      redis.call('HSET', pk, 'state', 'pending')
+      local woke = release(p, K, parent, row[3], row[4] or '0')
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', parent)
+      return woke
+    end
+    redis.call('ZREM', p .. 'waiting_children', parent)
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error',
+      'child ' .. id .. ' failed (' .. outcome .. ')')
+    redis.call('ZADD', p .. 'dead', now, parent)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+      'child', id)
+    id, parent, ok, outcome = parent, row[5], false, 'dead'
+  end
+  return false
+end
+-- <<< lib/flow.lua
 local p = ARGV[1]
 local K = { active = KEYS[1], completed = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
   ring = KEYS[6], pending = KEYS[7] }
@@ -211,8 +331,11 @@ local statuses, woke, done = {}, false, 0
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
-  local row = redis.call('HMGET', jk, 'state', 'token', 'group')
-  if row[1] ~= 'active' or row[2] ~= ARGV[i + 1] then
+  local row = redis.call('HMGET', jk, 'state', 'token', 'group', 'dedupe', 'parent')
+  if row[1] == 'completed' and row[2] == ARGV[i + 1] then
+    -- The same acknowledgement again (a client resent it after a lost reply): already done.
+    statuses[#statuses + 1] = 'OK'
+  elseif row[1] ~= 'active' or row[2] ~= ARGV[i + 1] then
     statuses[#statuses + 1] = 'EMQLEASE'
   else
     redis.call('ZREM', K.active, id)
@@ -224,6 +347,8 @@ for i = 4, #ARGV, 3 do
     redis.call('ZADD', K.completed, now, id)
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'completed', 'id', id)
     if row[3] and lane_done(p, K, row[3]) then woke = true end
+    if row[4] then dedupe_release(p, row[4], id) end
+    if row[5] and child_ended(p, K, row[5], id, 'completed', ARGV[i + 2], now, emax) then woke = true end
     statuses[#statuses + 1] = 'OK'
     done = done + 1
   end

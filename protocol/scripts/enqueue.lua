@@ -1,11 +1,18 @@
 -- enqueue: admit jobs into pending (flat) or their group's lane, idempotent on the id.
 -- KEYS: pending events wake meta ring
--- ARGV: prefix, then one 7-tuple per job: id payload priority group name max backoff
+-- ARGV: prefix, then one 9-tuple per job: id payload priority group name max backoff
+--   dedupe_key dedupe_spec (the 7-field form, without the last two, stays accepted; every
+--   tuple of a call has the same width)
 --   priority: an integer >= 0 (0 = none; lower runs first, none before any)
 --   group: '' or the lane name; name, max (attempts allowed), backoff (JSON): '' when absent
--- REPLY: one integer per job: 1 enqueued, 0 duplicate (the id exists; nothing written)
--- ERRORS: EMQKIND when any id is not JOB-namespaced (then nothing at all is written)
--- EVENTS: added (id, name) per enqueued job
+--   dedupe_key: '' or the key jobs are deduplicated by (P dedupe:<key>); dedupe_spec:
+--   'throttle' | 'debounce', optionally ':<ttl_ms>' (see lib/dedupe.lua)
+-- REPLY: one entry per job: 1 enqueued, 0 duplicate (the id exists; nothing written), or the
+--   kept job's id (a string) when deduplicated (nothing of the new job is written)
+-- ERRORS: EMQKIND when any id is not JOB-namespaced; EMQINPUT a tuple count that fits neither
+--   width, or a malformed dedupe_spec (either way nothing at all is written)
+-- EVENTS: added (id, name) per enqueued job; deduplicated (id = the kept id, key) per
+--   deduplicated one, and for a debounce that moved the kept job: waiting (id) or delayed
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -53,12 +60,90 @@ local function wake(K)
   redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/dedupe.lua
+-- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
+-- a PX ttl when one was given (a window), without one until the kept job ends (its row then
+-- carries `dedupe` = <key> and the scripts that end it release the lock).
+--   throttle: while the lock holds, a new job with the key is dropped; the kept one stays.
+--   debounce: while the lock holds and the kept job has not started (no attempt yet), the new
+--     job's data replaces the kept job's and its run time moves to the new one's (`at`; nil =
+--     now); a lock with a ttl gets its ttl again. Once the kept job has started (a retry
+--     waiting included), a new job is admitted and takes the lock.
+-- A lock without a ttl whose job ended or whose row is gone is stale, and is taken over.
+local function dedupe_spec(spec)
+  local mode, ttl = string.match(spec, '^(%a+):?(%d*)$')
+  if mode ~= 'throttle' and mode ~= 'debounce' then return nil end
+  return mode, tonumber(ttl)
+end
+
+-- The kept job's id when the new job is deduplicated (nothing of it is written), else nil.
+local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
+  local dk = p .. 'dedupe:' .. key
+  local kept = redis.call('GET', dk)
+  if not kept then return nil end
+  local jk = p .. 'job:' .. kept
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'attempts')
+  local state = row[1]
+  local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
+  if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
+  if mode == 'debounce' then
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
+    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
+    else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
+    redis.call('HSET', jk, 'payload', payload)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+    if at then
+      redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
+      redis.call('ZADD', p .. 'schedule', at, kept)
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
+      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then wake(K) end
+    else
+      redis.call('HSET', jk, 'state', 'pending')
+      redis.call('HDEL', jk, 'runat')
+      if release(p, K, kept, row[2], row[3] or '0') then wake(K) end
+      if state == 'scheduled' then
+        redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', kept)
+      end
+    end
+    if ttl then redis.call('PEXPIRE', dk, ttl) end
+    return kept
+  end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+  return kept
+end
+
+-- Takes the lock for a newly admitted job; without a ttl the row remembers the key.
+local function dedupe_lock(p, jk, id, key, ttl)
+  if ttl then
+    redis.call('SET', p .. 'dedupe:' .. key, id, 'PX', ttl)
+  else
+    redis.call('SET', p .. 'dedupe:' .. key, id)
+    redis.call('HSET', jk, 'dedupe', key)
+  end
+end
+
+-- The job ended (completed, dead, cancelled or removed): free its lock, if still its own.
+local function dedupe_release(p, key, id)
+  local dk = p .. 'dedupe:' .. key
+  if redis.call('GET', dk) == id then redis.call('DEL', dk) end
+end
+-- <<< lib/dedupe.lua
 local p = ARGV[1]
 local K = { pending = KEYS[1], events = KEYS[2], wake = KEYS[3], meta = KEYS[4], ring = KEYS[5] }
-local n = (#ARGV - 1) / 7
+-- Width 9 unless only 7 fits: where both fit, the second tuple's id (ARGV[11]) decides.
+local w = 7
+if (#ARGV - 1) % 9 == 0 and ((#ARGV - 1) % 7 ~= 0 or string.sub(ARGV[11], 1, 3) == 'JOB') then w = 9 end
+if (#ARGV - 1) % w ~= 0 then
+  return redis.error_reply('EMQINPUT enqueue takes the prefix, then 9 (or 7) fields per job')
+end
+local n = (#ARGV - 1) / w
 for i = 0, n - 1 do
-  if string.sub(ARGV[2 + i * 7], 1, 3) ~= 'JOB' then
+  if string.sub(ARGV[2 + i * w], 1, 3) ~= 'JOB' then
     return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+  end
+  if w == 9 and ARGV[9 + i * w] ~= '' and not dedupe_spec(ARGV[10 + i * w]) then
+    return redis.error_reply('EMQINPUT dedupe_spec must be throttle or debounce, optionally :<ttl_ms>')
   end
 end
 local t = redis.call('TIME')
@@ -67,12 +152,18 @@ local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
 local woke = false
 local out = {}
 for i = 0, n - 1 do
-  local b = 2 + i * 7
+  local b = 2 + i * w
   local id, prio, group, name = ARGV[b], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local jk = p .. 'job:' .. id
+  local dkey, mode, ttl = w == 9 and ARGV[b + 7] or '', nil, nil
+  if dkey ~= '' then mode, ttl = dedupe_spec(ARGV[b + 8]) end
   if redis.call('EXISTS', jk) == 1 then
     out[i + 1] = 0
-  else
+  elseif dkey ~= '' then
+    out[i + 1] = dedupe_admit(p, K, dkey, mode, ttl, ARGV[b + 1], nil, now, emax) -- the kept id, or nil
+  end
+  if not out[i + 1] then
+    if dkey ~= '' then dedupe_lock(p, jk, id, dkey, ttl) end
     -- attempts is left out until the first claim (absent = 0): a smaller row per waiting job
     redis.call('HSET', jk, 'state', 'pending', 'payload', ARGV[b + 1], 'created', now)
     if prio ~= '0' then redis.call('HSET', jk, 'prio', prio) end

@@ -5,6 +5,8 @@
 --   job whose cancel was requested ends cancelled (unlisted)
 -- ERRORS: none
 -- EVENTS: stalled (id) per recovered job; failed (id, reason cancelled) per cancelled one
+--   A job that ends here (cancelled or dead) frees its dedupe lock and fails its waiting
+--   parent (lib/flow.lua: failed (parent, reason child), or waiting (parent) when it continues).
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -52,26 +54,136 @@ local function wake(K)
   redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/dedupe.lua
+-- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
+-- a PX ttl when one was given (a window), without one until the kept job ends (its row then
+-- carries `dedupe` = <key> and the scripts that end it release the lock).
+--   throttle: while the lock holds, a new job with the key is dropped; the kept one stays.
+--   debounce: while the lock holds and the kept job has not started (no attempt yet), the new
+--     job's data replaces the kept job's and its run time moves to the new one's (`at`; nil =
+--     now); a lock with a ttl gets its ttl again. Once the kept job has started (a retry
+--     waiting included), a new job is admitted and takes the lock.
+-- A lock without a ttl whose job ended or whose row is gone is stale, and is taken over.
+local function dedupe_spec(spec)
+  local mode, ttl = string.match(spec, '^(%a+):?(%d*)$')
+  if mode ~= 'throttle' and mode ~= 'debounce' then return nil end
+  return mode, tonumber(ttl)
+end
+
+-- The kept job's id when the new job is deduplicated (nothing of it is written), else nil.
+local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
+  local dk = p .. 'dedupe:' .. key
+  local kept = redis.call('GET', dk)
+  if not kept then return nil end
+  local jk = p .. 'job:' .. kept
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'attempts')
+  local state = row[1]
+  local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
+  if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
+  if mode == 'debounce' then
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
+    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
+    else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
+    redis.call('HSET', jk, 'payload', payload)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+    if at then
+      redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
+      redis.call('ZADD', p .. 'schedule', at, kept)
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
+      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then wake(K) end
+    else
+      redis.call('HSET', jk, 'state', 'pending')
+      redis.call('HDEL', jk, 'runat')
+      if release(p, K, kept, row[2], row[3] or '0') then wake(K) end
+      if state == 'scheduled' then
+        redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', kept)
+      end
+    end
+    if ttl then redis.call('PEXPIRE', dk, ttl) end
+    return kept
+  end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+  return kept
+end
+
+-- Takes the lock for a newly admitted job; without a ttl the row remembers the key.
+local function dedupe_lock(p, jk, id, key, ttl)
+  if ttl then
+    redis.call('SET', p .. 'dedupe:' .. key, id, 'PX', ttl)
+  else
+    redis.call('SET', p .. 'dedupe:' .. key, id)
+    redis.call('HSET', jk, 'dedupe', key)
+  end
+end
+
+-- The job ended (completed, dead, cancelled or removed): free its lock, if still its own.
+local function dedupe_release(p, key, id)
+  local dk = p .. 'dedupe:' .. key
+  if redis.call('GET', dk) == id then redis.call('DEL', dk) end
+end
+-- <<< lib/dedupe.lua
+-- >>> lib/flow.lua
+-- Flows: a parent waits in state waiting_children (in P waiting_children) with `children` =
+-- how many of its children have not ended yet; each child's row names its `parent`.
+-- A completed child stores its result in P job:<parent>:results (child id -> result) and
+-- counts down; at zero the parent is released to claimable work (event waiting). A child
+-- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
+-- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
+-- when it only counts down. A parent that is no longer waiting ignores its children.
+-- True when claimable work went from none to some (the caller wakes parked consumers).
+--   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
+local function child_ended(p, K, parent, id, outcome, result, now, emax)
+  local ok = outcome == 'completed'
+  while parent do
+    local pk = p .. 'job:' .. parent
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent')
+    if row[1] ~= 'waiting_children' then return false end
+    if ok then redis.call('HSET', pk .. ':results', id, result) end
+    if ok or row[2] == '1' then
+      if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
+      redis.call('ZREM', p .. 'waiting_children', parent)
+      redis.call('HSET', pk, 'state', 'pending')
+      local woke = release(p, K, parent, row[3], row[4] or '0')
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', parent)
+      return woke
+    end
+    redis.call('ZREM', p .. 'waiting_children', parent)
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error',
+      'child ' .. id .. ' failed (' .. outcome .. ')')
+    redis.call('ZADD', p .. 'dead', now, parent)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+      'child', id)
+    id, parent, ok, outcome = parent, row[5], false, 'dead'
+  end
+  return false
+end
+-- <<< lib/flow.lua
 -- >>> lib/recover.lua
 -- Recover expired leases (shared by reap and sweep_stalled): each active member whose lease
 -- deadline has passed leaves active; a cancel request ends it cancelled; otherwise its
 -- `stalled` count goes up and it returns to claimable work, unless max_stalled is given and
 -- the count passes it, when it is dead-lettered. Ghosts leave active and are not resurrected.
+-- A job that ends here frees its dedupe lock and tells its parent (needs lib/dedupe.lua and
+-- lib/flow.lua embedded before this block).
 local function recover(p, K, batch, now, emax, max_stalled)
   local recovered, dead, woke = {}, {}, false
   local expired = redis.call('ZRANGEBYSCORE', K.active, '-inf', now, 'LIMIT', 0, batch)
   for _, id in ipairs(expired) do
     redis.call('ZREM', K.active, id)
     local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel')
+    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel', 'dedupe', 'parent')
     if row[1] == 'active' then
       if row[2] and lane_done(p, K, row[2]) then woke = true end
       local stalled = redis.call('HINCRBY', jk, 'stalled', 1)
+      local ended = nil
       if row[4] == '1' then
+        ended = 'cancelled'
         redis.call('HSET', jk, 'state', 'cancelled', 'finished', now)
         redis.call('ZADD', K.cancelled, now, id)
         redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'reason', 'cancelled')
       elseif max_stalled and stalled > max_stalled then
+        ended = 'dead'
         redis.call('HSET', jk, 'state', 'dead', 'finished', now,
           'error', 'job stalled more than max_stalled (' .. max_stalled .. ') times')
         redis.call('ZADD', K.dead, now, id)
@@ -82,6 +194,10 @@ local function recover(p, K, batch, now, emax, max_stalled)
         if release(p, K, id, row[2], row[3] or '0') then woke = true end
         redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'stalled', 'id', id)
         recovered[#recovered + 1] = id
+      end
+      if ended then
+        if row[5] then dedupe_release(p, row[5], id) end
+        if row[6] and child_ended(p, K, row[6], id, ended, '', now, emax) then woke = true end
       end
     end
   end

@@ -1,11 +1,166 @@
--- remove: delete a job that is not running, from whichever set holds it, and its row.
+-- remove: delete a job that is not running, from whichever set holds it, and its row (and
+-- the children's results a parent's row keeps, P job:<id>:results).
 -- KEYS: job schedule pending completed dead cancelled events meta
 -- ARGV: prefix id
 -- REPLY: 1 removed, 0 no such job
 -- ERRORS: EMQSTATE the job is active (cancel it first, or wait for it to end)
--- EVENTS: removed (id, prev)
+-- EVENTS: removed (id, prev). A removed job frees its dedupe lock; one that had not ended
+--   fails its waiting parent (lib/flow.lua: failed (parent, reason child), or waiting
+--   (parent) when it continues on child failure).
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+-- >>> lib/dedupe.lua
+-- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
+-- a PX ttl when one was given (a window), without one until the kept job ends (its row then
+-- carries `dedupe` = <key> and the scripts that end it release the lock).
+--   throttle: while the lock holds, a new job with the key is dropped; the kept one stays.
+--   debounce: while the lock holds and the kept job has not started (no attempt yet), the new
+--     job's data replaces the kept job's and its run time moves to the new one's (`at`; nil =
+--     now); a lock with a ttl gets its ttl again. Once the kept job has started (a retry
+--     waiting included), a new job is admitted and takes the lock.
+-- A lock without a ttl whose job ended or whose row is gone is stale, and is taken over.
+local function dedupe_spec(spec)
+  local mode, ttl = string.match(spec, '^(%a+):?(%d*)$')
+  if mode ~= 'throttle' and mode ~= 'debounce' then return nil end
+  return mode, tonumber(ttl)
+end
+
+-- The kept job's id when the new job is deduplicated (nothing of it is written), else nil.
+local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
+  local dk = p .. 'dedupe:' .. key
+  local kept = redis.call('GET', dk)
+  if not kept then return nil end
+  local jk = p .. 'job:' .. kept
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'attempts')
+  local state = row[1]
+  local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
+  if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
+  if mode == 'debounce' then
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
+    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
+    else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
+    redis.call('HSET', jk, 'payload', payload)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+    if at then
+      redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
+      redis.call('ZADD', p .. 'schedule', at, kept)
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
+      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then wake(K) end
+    else
+      redis.call('HSET', jk, 'state', 'pending')
+      redis.call('HDEL', jk, 'runat')
+      if release(p, K, kept, row[2], row[3] or '0') then wake(K) end
+      if state == 'scheduled' then
+        redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', kept)
+      end
+    end
+    if ttl then redis.call('PEXPIRE', dk, ttl) end
+    return kept
+  end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+  return kept
+end
+
+-- Takes the lock for a newly admitted job; without a ttl the row remembers the key.
+local function dedupe_lock(p, jk, id, key, ttl)
+  if ttl then
+    redis.call('SET', p .. 'dedupe:' .. key, id, 'PX', ttl)
+  else
+    redis.call('SET', p .. 'dedupe:' .. key, id)
+    redis.call('HSET', jk, 'dedupe', key)
+  end
+end
+
+-- The job ended (completed, dead, cancelled or removed): free its lock, if still its own.
+local function dedupe_release(p, key, id)
+  local dk = p .. 'dedupe:' .. key
+  if redis.call('GET', dk) == id then redis.call('DEL', dk) end
+end
+-- <<< lib/dedupe.lua
+-- >>> lib/flow.lua
+-- Flows: a parent waits in state waiting_children (in P waiting_children) with `children` =
+-- how many of its children have not ended yet; each child's row names its `parent`.
+-- A completed child stores its result in P job:<parent>:results (child id -> result) and
+-- counts down; at zero the parent is released to claimable work (event waiting). A child
+-- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
+-- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
+-- when it only counts down. A parent that is no longer waiting ignores its children.
+-- True when claimable work went from none to some (the caller wakes parked consumers).
+--   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
+local function child_ended(p, K, parent, id, outcome, result, now, emax)
+  local ok = outcome == 'completed'
+  while parent do
+    local pk = p .. 'job:' .. parent
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent')
+    if row[1] ~= 'waiting_children' then return false end
+    if ok then redis.call('HSET', pk .. ':results', id, result) end
+    if ok or row[2] == '1' then
+      if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
+      redis.call('ZREM', p .. 'waiting_children', parent)
+      redis.call('HSET', pk, 'state', 'pending')
+      local woke = release(p, K, parent, row[3], row[4] or '0')
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', parent)
+      return woke
+    end
+    redis.call('ZREM', p .. 'waiting_children', parent)
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error',
+      'child ' .. id .. ' failed (' .. outcome .. ')')
+    redis.call('ZADD', p .. 'dead', now, parent)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+      'child', id)
+    id, parent, ok, outcome = parent, row[5], false, 'dead'
+  end
+  return false
+end
+-- <<< lib/flow.lua
 local p, id = ARGV[1], ARGV[2]
-local row = redis.call('HMGET', KEYS[1], 'state', 'group')
+local row = redis.call('HMGET', KEYS[1], 'state', 'group', 'dedupe', 'parent')
 local state = row[1]
 if not state then return 0 end
 if state == 'active' then
@@ -14,10 +169,20 @@ end
 local sets = { scheduled = KEYS[2], pending = KEYS[3], completed = KEYS[4], dead = KEYS[5], cancelled = KEYS[6] }
 if state == 'pending' and row[2] then
   redis.call('ZREM', p .. 'g:' .. row[2] .. ':pending', id)
+elseif state == 'waiting_children' then
+  redis.call('ZREM', p .. 'waiting_children', id)
 elseif sets[state] then
   redis.call('ZREM', sets[state], id)
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[1] .. ':results')
 local emax = redis.call('HGET', KEYS[8], 'events_max') or '10000'
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', emax, '*', 'event', 'removed', 'id', id, 'prev', state)
+if row[3] then dedupe_release(p, row[3], id) end
+if row[4] and (state == 'scheduled' or state == 'pending' or state == 'waiting_children') then
+  local K = { pending = KEYS[3], events = KEYS[7], meta = KEYS[8], ring = p .. 'ring', wake = p .. 'wake' }
+  local t = redis.call('TIME')
+  if child_ended(p, K, row[4], id, 'removed', '', t[1] * 1000 + math.floor(t[2] / 1000), emax) then
+    wake(K)
+  end
+end
 return 1

@@ -1,12 +1,130 @@
 -- schedule: admit a job fenced out of pending until its run-at score (the seeds' @schedule).
 -- KEYS: job schedule events wake meta
--- ARGV: id payload mode value [priority group name max backoff]
+-- ARGV: id payload mode value [priority group name max backoff dedupe_key dedupe_spec]
 --   mode 'at': value is the absolute run-at ms; mode 'in': value is a delay in ms added to
 --   the SERVER clock (TIME), never the caller's. The bracketed fields are as in enqueue.
--- REPLY: 1 scheduled, 0 duplicate (the id exists; nothing written)
+-- REPLY: 1 scheduled, 0 duplicate (the id exists; nothing written), or the kept job's id (a
+--   string) when deduplicated (nothing of the new job is written)
 -- ERRORS: EMQKIND id not JOB-namespaced; EMQINPUT mode unknown or value not a whole number
---   (or a negative delay)
--- EVENTS: delayed (id, name, at)
+--   (or a negative delay), or a malformed dedupe_spec
+-- EVENTS: delayed (id, name, at); when deduplicated instead: deduplicated (id = the kept id,
+--   key), and for a debounce that moved the kept job: delayed (id, at)
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+-- >>> lib/dedupe.lua
+-- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
+-- a PX ttl when one was given (a window), without one until the kept job ends (its row then
+-- carries `dedupe` = <key> and the scripts that end it release the lock).
+--   throttle: while the lock holds, a new job with the key is dropped; the kept one stays.
+--   debounce: while the lock holds and the kept job has not started (no attempt yet), the new
+--     job's data replaces the kept job's and its run time moves to the new one's (`at`; nil =
+--     now); a lock with a ttl gets its ttl again. Once the kept job has started (a retry
+--     waiting included), a new job is admitted and takes the lock.
+-- A lock without a ttl whose job ended or whose row is gone is stale, and is taken over.
+local function dedupe_spec(spec)
+  local mode, ttl = string.match(spec, '^(%a+):?(%d*)$')
+  if mode ~= 'throttle' and mode ~= 'debounce' then return nil end
+  return mode, tonumber(ttl)
+end
+
+-- The kept job's id when the new job is deduplicated (nothing of it is written), else nil.
+local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
+  local dk = p .. 'dedupe:' .. key
+  local kept = redis.call('GET', dk)
+  if not kept then return nil end
+  local jk = p .. 'job:' .. kept
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'attempts')
+  local state = row[1]
+  local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
+  if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
+  if mode == 'debounce' then
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
+    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
+    else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
+    redis.call('HSET', jk, 'payload', payload)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+    if at then
+      redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
+      redis.call('ZADD', p .. 'schedule', at, kept)
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
+      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then wake(K) end
+    else
+      redis.call('HSET', jk, 'state', 'pending')
+      redis.call('HDEL', jk, 'runat')
+      if release(p, K, kept, row[2], row[3] or '0') then wake(K) end
+      if state == 'scheduled' then
+        redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', kept)
+      end
+    end
+    if ttl then redis.call('PEXPIRE', dk, ttl) end
+    return kept
+  end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+  return kept
+end
+
+-- Takes the lock for a newly admitted job; without a ttl the row remembers the key.
+local function dedupe_lock(p, jk, id, key, ttl)
+  if ttl then
+    redis.call('SET', p .. 'dedupe:' .. key, id, 'PX', ttl)
+  else
+    redis.call('SET', p .. 'dedupe:' .. key, id)
+    redis.call('HSET', jk, 'dedupe', key)
+  end
+end
+
+-- The job ended (completed, dead, cancelled or removed): free its lock, if still its own.
+local function dedupe_release(p, key, id)
+  local dk = p .. 'dedupe:' .. key
+  if redis.call('GET', dk) == id then redis.call('DEL', dk) end
+end
+-- <<< lib/dedupe.lua
 if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
@@ -17,6 +135,13 @@ local value = tonumber(ARGV[4])
 if not value or value ~= math.floor(value) or (ARGV[3] ~= 'in' and ARGV[3] ~= 'at') then
   return redis.error_reply('EMQINPUT mode must be at|in and value a whole number of ms')
 end
+local dkey, mode, ttl = ARGV[10] or '', nil, nil
+if dkey ~= '' then
+  mode, ttl = dedupe_spec(ARGV[11] or '')
+  if not mode then
+    return redis.error_reply('EMQINPUT dedupe_spec must be throttle or debounce, optionally :<ttl_ms>')
+  end
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local score
@@ -25,6 +150,14 @@ if ARGV[3] == 'in' then
   score = now + value
 else
   score = value
+end
+local emax = redis.call('HGET', KEYS[5], 'events_max') or '10000'
+if dkey ~= '' then
+  local p = string.sub(KEYS[5], 1, -5) -- the meta key is P .. 'meta'
+  local K = { pending = p .. 'pending', ring = p .. 'ring', events = KEYS[3], wake = KEYS[4], meta = KEYS[5] }
+  local kept = dedupe_admit(p, K, dkey, mode, ttl, ARGV[2], score, now, emax)
+  if kept then return kept end
+  dedupe_lock(p, KEYS[1], ARGV[1], dkey, ttl)
 end
 redis.call('HSET', KEYS[1], 'state', 'scheduled', 'attempts', '0', 'payload', ARGV[2],
   'created', now, 'runat', score)
@@ -35,7 +168,6 @@ if name ~= '' then redis.call('HSET', KEYS[1], 'name', name) end
 if ARGV[8] and ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'max', ARGV[8]) end
 if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'backoff', ARGV[9]) end
 redis.call('ZADD', KEYS[2], score, ARGV[1])
-local emax = redis.call('HGET', KEYS[5], 'events_max') or '10000'
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', ARGV[1], 'name', name,
   'at', score)
 -- A new earliest run-at moves every parked consumer's due timer: wake them to re-read it.

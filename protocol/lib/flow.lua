@@ -1,0 +1,34 @@
+-- Flows: a parent waits in state waiting_children (in P waiting_children) with `children` =
+-- how many of its children have not ended yet; each child's row names its `parent`.
+-- A completed child stores its result in P job:<parent>:results (child id -> result) and
+-- counts down; at zero the parent is released to claimable work (event waiting). A child
+-- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
+-- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
+-- when it only counts down. A parent that is no longer waiting ignores its children.
+-- True when claimable work went from none to some (the caller wakes parked consumers).
+--   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
+local function child_ended(p, K, parent, id, outcome, result, now, emax)
+  local ok = outcome == 'completed'
+  while parent do
+    local pk = p .. 'job:' .. parent
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent')
+    if row[1] ~= 'waiting_children' then return false end
+    if ok then redis.call('HSET', pk .. ':results', id, result) end
+    if ok or row[2] == '1' then
+      if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
+      redis.call('ZREM', p .. 'waiting_children', parent)
+      redis.call('HSET', pk, 'state', 'pending')
+      local woke = release(p, K, parent, row[3], row[4] or '0')
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', parent)
+      return woke
+    end
+    redis.call('ZREM', p .. 'waiting_children', parent)
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error',
+      'child ' .. id .. ' failed (' .. outcome .. ')')
+    redis.call('ZADD', p .. 'dead', now, parent)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+      'child', id)
+    id, parent, ok, outcome = parent, row[5], false, 'dead'
+  end
+  return false
+end

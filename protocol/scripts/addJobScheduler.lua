@@ -1,0 +1,119 @@
+-- addJobScheduler: create or change a scheduler, keeping exactly one upcoming occurrence for it.
+-- KEYS: schedulers schedule events wake meta
+-- ARGV: prefix id repeat name data prio group max backoff next expected_job count ended
+--   id: the scheduler id (1-200 characters, no braces, whitespace or control characters);
+--   repeat: the repeat options as canonical JSON, compared as text to tell a change;
+--   name data prio group max backoff: the template every occurrence is written with (the
+--   row's name, payload, prio, group, max, backoff; '' = absent, prio '0' = none);
+--   next: the first occurrence's instant in epoch ms, computed by the caller from the
+--   server's now (getJobScheduler's reply) with `count` runs made; '' when there is none;
+--   expected_job: the record's job as the caller read it ('' when none), a compare-and-set;
+--   count: the runs the caller computed with (the record's count, less one when a waiting
+--   occurrence is to be replaced); ended: why there is no run ('limit', 'endDate', 'done')
+-- REPLY: {status, next or '', occurrence id or ''}, status: 'created' (a new scheduler);
+--   'replaced' (the repeat options changed: the waiting occurrence was removed, the new one
+--   made); 'updated' (same repeat options: the template is stored and written onto the
+--   waiting occurrence, which keeps its id and instant, so re-upserting on every start
+--   neither duplicates nor postpones a run); 'ended' (stored with no upcoming occurrence);
+--   'stale' (the record changed since the caller read it: nothing written; read, call again)
+-- ERRORS: EMQINPUT next not a whole number >= 0
+-- EVENTS: removed (id, prev) for a replaced waiting occurrence; delayed (id, name, at) for a
+--   created one
+local B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+local function occurrence_id(tag, name, at)
+  local s, rest = '', at
+  for _ = 1, 10 do
+    local d = rest % 32
+    s = string.sub(B32, d + 1, d + 1) .. s
+    rest = (rest - d) / 32
+  end
+  return 'JOB' .. s .. ':' .. tag .. ':' .. name
+end
+
+local p, sid = ARGV[1], ARGV[2]
+local K = { schedulers = KEYS[1], schedule = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5] }
+local sk = p .. 'scheduler:' .. sid
+local rec = redis.call('HMGET', sk, 'repeat', 'job', 'count', 'ended')
+local cur = rec[2] or ''
+if cur ~= ARGV[11] then return { 'stale', '', '' } end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+
+local waiting = false
+if cur ~= '' then
+  local row = redis.call('HMGET', p .. 'job:' .. cur, 'state', 'attempts')
+  waiting = row[1] == 'scheduled' and (row[2] or '0') == '0'
+end
+
+-- The template's optional fields: ARGV index, record field, row field.
+local OPTIONAL = { { 4, 'name', 'name' }, { 6, 'prio', 'prio' }, { 7, 'group', 'group' }, { 8, 'max', 'max' },
+  { 9, 'backoff', 'backoff' } }
+local function stamp(key, row)
+  redis.call('HSET', key, row and 'payload' or 'data', ARGV[5])
+  for _, f in ipairs(OPTIONAL) do
+    local v = ARGV[f[1]]
+    local field = row and f[3] or f[2]
+    if v == '' or (field == 'prio' and v == '0') then
+      redis.call('HDEL', key, field)
+    else
+      redis.call('HSET', key, field, v)
+    end
+  end
+end
+
+-- Same repeat options: keep the occurrence (its id and instant); refresh the template.
+if rec[1] and rec[1] == ARGV[3] then
+  stamp(sk, false)
+  redis.call('HSET', sk, 'updated', now)
+  if waiting then stamp(p .. 'job:' .. cur, true) end
+  if rec[4] then return { 'ended', '', cur } end
+  return { 'updated', redis.call('ZSCORE', K.schedulers, sid) or '', cur }
+end
+
+-- New or changed: the waiting occurrence (if any) goes; the caller priced `next` for that.
+local count = tonumber(rec[3] or '0')
+if waiting then count = count - 1 end
+if count ~= tonumber(ARGV[12]) then return { 'stale', '', '' } end
+local next_at
+if ARGV[10] ~= '' then
+  next_at = tonumber(ARGV[10])
+  if not next_at or next_at < 0 or next_at ~= math.floor(next_at) then
+    return redis.error_reply('EMQINPUT next must be epoch ms (a whole number >= 0) or empty')
+  end
+end
+if waiting then
+  redis.call('ZREM', K.schedule, cur)
+  redis.call('DEL', p .. 'job:' .. cur)
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'removed', 'id', cur, 'prev', 'scheduled')
+  redis.call('HDEL', sk, 'job')
+  cur = ''
+end
+local status = rec[1] and 'replaced' or 'created'
+stamp(sk, false)
+redis.call('HSET', sk, 'repeat', ARGV[3], 'count', count, 'updated', now)
+if not rec[1] then redis.call('HSET', sk, 'created', now) end
+
+if not next_at then
+  redis.call('HSET', sk, 'ended', ARGV[13] ~= '' and ARGV[13] or 'done')
+  redis.call('ZADD', K.schedulers, 'inf', sid)
+  return { 'ended', '', cur }
+end
+
+local id = occurrence_id('s', sid, next_at)
+local jk = p .. 'job:' .. id
+if redis.call('EXISTS', jk) == 0 then
+  redis.call('HSET', jk, 'state', 'scheduled', 'attempts', '0', 'created', now, 'runat', next_at)
+  stamp(jk, true)
+  redis.call('ZADD', K.schedule, next_at, id)
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', id, 'name', ARGV[4],
+    'at', next_at)
+  -- A new earliest run-at moves every parked consumer's due timer: wake them to re-read it.
+  if redis.call('ZRANGE', K.schedule, 0, 0)[1] == id then
+    redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  end
+end
+redis.call('HSET', sk, 'job', id, 'count', count + 1)
+redis.call('HDEL', sk, 'ended')
+redis.call('ZADD', K.schedulers, next_at, sid)
+return { status, next_at, id }

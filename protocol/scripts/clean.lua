@@ -1,0 +1,35 @@
+-- clean: delete ended jobs of one state that ended at least older_than_ms ago, oldest first,
+-- at most limit of them: their rows, their ids in the state's set (and a parent's P
+-- job:<id>:results). Finish instants are read on the server clock.
+-- KEYS: completed dead cancelled events meta
+-- ARGV: prefix state older_than_ms limit
+--   state: completed | dead | cancelled; older_than_ms: >= 0 (0 = every one); limit: >= 1
+-- REPLY: the number of jobs deleted (a member whose row is in another state, or gone, leaves
+--   the set without counting)
+-- ERRORS: EMQINPUT an unknown state, or older_than_ms / limit not whole numbers in range
+-- EVENTS: cleaned (id '', state, count), also when nothing was deleted
+local p, state = ARGV[1], ARGV[2]
+local sets = { completed = KEYS[1], dead = KEYS[2], cancelled = KEYS[3] }
+local set = sets[state]
+if not set then return redis.error_reply('EMQINPUT state must be completed, dead or cancelled') end
+local age, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+if not age or age < 0 or age ~= math.floor(age) or not limit or limit < 1 or limit ~= math.floor(limit) then
+  return redis.error_reply('EMQINPUT older_than_ms must be a whole number >= 0 and limit >= 1')
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local ids = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, limit)
+local n = 0
+for _, id in ipairs(ids) do
+  local jk = p .. 'job:' .. id
+  -- A member whose row moved on (retried, say) only leaves the set: a live row is never deleted.
+  if redis.call('HGET', jk, 'state') == state then
+    redis.call('DEL', jk, jk .. ':results')
+    n = n + 1
+  end
+  redis.call('ZREM', set, id)
+end
+local emax = redis.call('HGET', KEYS[5], 'events_max') or '10000'
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', emax, '*', 'event', 'cleaned', 'id', '', 'state', state,
+  'count', n)
+return n

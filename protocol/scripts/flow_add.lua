@@ -1,0 +1,115 @@
+-- flow_add: admit a flow at once: a parent waiting for its children (state waiting_children)
+-- and the children, nested to any depth; every leaf is claimable at once, each parent is
+-- released when its last child completes (lib/flow.lua). One queue holds the whole flow.
+-- KEYS: pending events wake meta ring
+-- ARGV: prefix, then one 9-tuple per job, each parent before its children: id payload priority
+--   group name max backoff parent continue
+--   parent: '' for the first tuple (the root), else the id of an earlier tuple; continue: '1'
+--   when the job runs even if a child of it fails (else a failed child fails it), '' otherwise;
+--   the other fields as in enqueue
+-- REPLY: 1 admitted, 0 duplicate (the root's id exists; nothing written)
+-- ERRORS: EMQKIND any id not JOB-namespaced; EMQINPUT a malformed tuple list (a parent that is
+--   not an earlier tuple, a repeated id); EMQSTATE the id of a job other than the root exists
+--   already (a job is in one flow only). Nothing at all is written on an error.
+-- EVENTS: waiting_children (id, name) per parent, added (id, name) per leaf
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+local p = ARGV[1]
+local K = { pending = KEYS[1], events = KEYS[2], wake = KEYS[3], meta = KEYS[4], ring = KEYS[5] }
+local W = 9
+if #ARGV < 1 + W or (#ARGV - 1) % W ~= 0 then
+  return redis.error_reply('EMQINPUT flow_add takes the prefix, then 9 fields per job')
+end
+local n = (#ARGV - 1) / W
+local children = {}
+for i = 0, n - 1 do
+  local b = 2 + i * W
+  local id, parent = ARGV[b], ARGV[b + 7]
+  if string.sub(id, 1, 3) ~= 'JOB' then return redis.error_reply('EMQKIND job id must be JOB-namespaced') end
+  if children[id] then return redis.error_reply('EMQINPUT job ' .. id .. ' appears twice in the flow') end
+  if (i == 0) ~= (parent == '') or (i > 0 and not children[parent]) then
+    return redis.error_reply('EMQINPUT the first job is the root; every other names an earlier one as parent')
+  end
+  children[id] = 0
+  if parent ~= '' then children[parent] = children[parent] + 1 end
+end
+if redis.call('EXISTS', p .. 'job:' .. ARGV[2]) == 1 then return 0 end
+for i = 1, n - 1 do
+  if redis.call('EXISTS', p .. 'job:' .. ARGV[2 + i * W]) == 1 then
+    return redis.error_reply('EMQSTATE job ' .. ARGV[2 + i * W] .. ' exists already: a job is in one flow only')
+  end
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+local woke = false
+for i = 0, n - 1 do
+  local b = 2 + i * W
+  local id, prio, group, name, parent = ARGV[b], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 7]
+  local jk = p .. 'job:' .. id
+  local waiting = children[id] > 0
+  redis.call('HSET', jk, 'state', waiting and 'waiting_children' or 'pending', 'payload', ARGV[b + 1],
+    'created', now)
+  if prio ~= '0' then redis.call('HSET', jk, 'prio', prio) end
+  if group ~= '' then redis.call('HSET', jk, 'group', group) else group = nil end
+  if name ~= '' then redis.call('HSET', jk, 'name', name) end
+  if ARGV[b + 5] ~= '' then redis.call('HSET', jk, 'max', ARGV[b + 5]) end
+  if ARGV[b + 6] ~= '' then redis.call('HSET', jk, 'backoff', ARGV[b + 6]) end
+  if parent ~= '' then redis.call('HSET', jk, 'parent', parent) end
+  if waiting then
+    redis.call('HSET', jk, 'children', children[id])
+    if ARGV[b + 8] == '1' then redis.call('HSET', jk, 'continue', '1') end
+    redis.call('ZADD', p .. 'waiting_children', now, id)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting_children', 'id', id, 'name', name)
+  else
+    if release(p, K, id, group, prio) then woke = true end
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', id, 'name', name)
+  end
+end
+if woke then wake(K) end
+return 1

@@ -1,0 +1,134 @@
+-- pump: mint a fresh pending job for every due occurrence of the registered cadences (server clock).
+-- KEYS: repeat pending events wake meta ring
+-- ARGV: prefix batch
+--   batch: at most this many occurrences are minted (or found minted) per call
+-- REPLY: {minted ids, now_ms, next_due_ms or -1 when nothing is registered}; next_due is
+--   <= now_ms when the batch ran out before everything due was minted (call again)
+-- ERRORS: none
+-- EVENTS: added (id, name) per minted job
+--
+-- An occurrence of name N due at instant T is the job
+--   'JOB' .. T as 10 Crockford base32 characters (0-9 A-Z without I L O U, most significant
+--   first: the time part of a minted id) .. ':r:' .. N
+-- with state pending, payload = the template, name = N, runat = T, created = now (and max
+-- when the record has one). The id is a function of (N, T) alone, so an occurrence is minted
+-- once however many pumps run: a row that exists already is left alone and not listed. Time
+-- sorted ids keep occurrences in due order among minted jobs in pending.
+--
+-- Missed runs. A name is due when its score (its next instant) is <= now. When no pump ran
+-- for several periods, several of its slots are due at once:
+--   catch_up 'once' (the default): mint one occurrence, for the slot it was due at (its
+--     score), then move the name to the first slot of its cadence after now. No burst.
+--   catch_up 'all': mint every due slot, oldest first, while the batch lasts; the name moves
+--     to the first slot not minted, so the next call goes on where this one stopped.
+-- Slots stay on the grid first_run + k * every_ms either way.
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+local B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+local function occurrence_id(tag, name, at)
+  local s, rest = '', at
+  for _ = 1, 10 do
+    local d = rest % 32
+    s = string.sub(B32, d + 1, d + 1) .. s
+    rest = (rest - d) / 32
+  end
+  return 'JOB' .. s .. ':' .. tag .. ':' .. name
+end
+
+local p = ARGV[1]
+local R = KEYS[1]
+local K = { pending = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5], ring = KEYS[6] }
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local budget = tonumber(ARGV[2])
+local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+local due = redis.call('ZRANGEBYSCORE', R, '-inf', now, 'WITHSCORES', 'LIMIT', 0, budget)
+local minted, woke = {}, false
+
+-- Writes the occurrence's row and releases it; false when it was minted already.
+local function mint(name, rec, at)
+  local id = occurrence_id('r', name, at)
+  local jk = p .. 'job:' .. id
+  if redis.call('EXISTS', jk) == 1 then return false end
+  redis.call('HSET', jk, 'state', 'pending', 'payload', rec[2], 'created', now, 'runat', at, 'name', name)
+  if rec[4] then redis.call('HSET', jk, 'max', rec[4]) end
+  if release(p, K, id, nil, '0') then woke = true end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', id, 'name', name)
+  minted[#minted + 1] = id
+  return true
+end
+
+for i = 1, #due, 2 do
+  if budget <= 0 then break end
+  local name, at = due[i], tonumber(due[i + 1])
+  local rk = p .. 'repeat:' .. name
+  local rec = redis.call('HMGET', rk, 'every_ms', 'template', 'catch_up', 'max')
+  if not rec[1] then
+    redis.call('ZREM', R, name) -- a ghost member (its record is gone) leaves the registry
+  else
+    local every = tonumber(rec[1])
+    local runs, last = 0, at
+    if rec[3] == 'all' then
+      while at <= now and budget > 0 do
+        if mint(name, rec, at) then runs = runs + 1 end
+        last, at, budget = at, at + every, budget - 1
+      end
+    else
+      if mint(name, rec, at) then runs = runs + 1 end
+      budget = budget - 1
+      at = at + every
+      if at <= now then at = at + (math.floor((now - at) / every) + 1) * every end
+    end
+    redis.call('ZADD', R, at, name)
+    redis.call('HSET', rk, 'last', last)
+    if runs > 0 then redis.call('HINCRBY', rk, 'runs', runs) end
+  end
+end
+if woke then wake(K) end
+local head = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
+return { minted, now, head[2] and tonumber(head[2]) or -1 }

@@ -1,0 +1,47 @@
+-- register: register a fixed cadence under a name, idempotently (the seeds' @register).
+-- KEYS: repeat
+-- ARGV: name every_ms template first_run prefix [catch_up max]
+--   The seeds' four first: name (1-200 characters, no braces, whitespace or control
+--   characters); every_ms: the period, a whole number of ms >= 1; template: the payload every
+--   occurrence is minted with; first_run: the first occurrence's instant in epoch ms, or
+--   'next' for server now + every_ms (TIME). Then: prefix 'emq:{<queue>}:' (the record
+--   P repeat:<name> is built from it, as promote builds job keys); catch_up: 'once'
+--   (default, '' too) or 'all', the missed-run policy the pump applies (see pump.lua);
+--   max: attempts each occurrence may make ('' = absent on the row, claim's default 1).
+-- REPLY: 1 registered, 0 exists (a live name is already registered; nothing changes, even
+--   when the period or template differ: unregister first to change it)
+-- ERRORS: EMQINPUT every_ms not a whole number >= 1, first_run neither a whole number >= 0
+--   nor 'next', catch_up unknown
+-- EVENTS: none (a registration is not a job transition; each occurrence emits added)
+local name, p = ARGV[1], ARGV[5]
+local rk = p .. 'repeat:' .. name
+if redis.call('EXISTS', rk) == 1 then
+  return 0
+end
+local every = tonumber(ARGV[2])
+if not every or every < 1 or every ~= math.floor(every) then
+  return redis.error_reply('EMQINPUT every_ms must be a whole number of ms >= 1')
+end
+local catch_up = ARGV[6] or ''
+if catch_up ~= '' and catch_up ~= 'once' and catch_up ~= 'all' then
+  return redis.error_reply('EMQINPUT catch_up must be once or all')
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local first
+if ARGV[4] == 'next' then
+  first = now + every
+else
+  first = tonumber(ARGV[4])
+  if not first or first < 0 or first ~= math.floor(first) then
+    return redis.error_reply("EMQINPUT first_run must be epoch ms (a whole number >= 0) or 'next'")
+  end
+end
+-- The record carries the period and the payload template the pump stamps (the seeds' two
+-- fields), and what the pump needs beside them.
+redis.call('HSET', rk, 'every_ms', ARGV[2], 'template', ARGV[3], 'created', now, 'runs', '0')
+if catch_up == 'all' then redis.call('HSET', rk, 'catch_up', 'all') end
+if ARGV[7] and ARGV[7] ~= '' then redis.call('HSET', rk, 'max', ARGV[7]) end
+-- The name is the registry member, scored by its next occurrence's instant.
+redis.call('ZADD', KEYS[1], first, name)
+return 1

@@ -1,0 +1,24 @@
+-- removeJobScheduler: remove a scheduler and its occurrence that still waits for its first run.
+-- KEYS: schedulers schedule events meta
+-- ARGV: prefix id
+-- REPLY: 1 removed, 0 no such scheduler
+-- ERRORS: none
+-- EVENTS: removed (id, prev) for the waiting occurrence; an occurrence already released (or
+--   retrying) runs on as an ordinary job
+local p, sid = ARGV[1], ARGV[2]
+local sk = p .. 'scheduler:' .. sid
+local job = redis.call('HGET', sk, 'job')
+if job then
+  local jk = p .. 'job:' .. job
+  local row = redis.call('HMGET', jk, 'state', 'attempts')
+  if row[1] == 'scheduled' and (row[2] or '0') == '0' then
+    redis.call('ZREM', KEYS[2], job)
+    redis.call('DEL', jk)
+    local emax = redis.call('HGET', KEYS[4], 'events_max') or '10000'
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', emax, '*', 'event', 'removed', 'id', job, 'prev', 'scheduled')
+  end
+end
+local had = redis.call('DEL', sk)
+local member = redis.call('ZREM', KEYS[1], sid)
+if had + member > 0 then return 1 end
+return 0

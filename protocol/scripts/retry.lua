@@ -1,0 +1,88 @@
+-- retry: return dead or cancelled jobs to claimable work, their attempts reset to 0.
+-- KEYS: dead cancelled pending events wake meta ring
+-- ARGV: prefix, then the ids to retry (one call takes a batch the caller chose, e.g. 500)
+-- REPLY: one status per id: 'OK' (now pending, in its lane when it has a group, with attempts
+--   0; its error moved to last_error and last_stack), 'EMQNOJOB' (no such row; a member of
+--   dead or cancelled without a row leaves the set), 'EMQSTATE' (the job is neither dead nor
+--   cancelled: nothing changes for it)
+-- ERRORS: none (a job in another state is a per-job status, so one stale id does not fail a batch)
+-- EVENTS: waiting (id) per retried job
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some.
+local function release(p, K, id, group, prio)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+local p = ARGV[1]
+local K = { dead = KEYS[1], cancelled = KEYS[2], pending = KEYS[3], events = KEYS[4], wake = KEYS[5],
+  meta = KEYS[6], ring = KEYS[7] }
+local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+local out, woke = {}, false
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local jk = p .. 'job:' .. id
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'error', 'stack')
+  local state = row[1]
+  if state == 'dead' or state == 'cancelled' then
+    redis.call('ZREM', K[state], id)
+    -- The token stays: claim increments it, so a lease from the old run stays stale.
+    redis.call('HDEL', jk, 'error', 'stack', 'finished', 'started', 'cancel', 'stalled', 'progress', 'result')
+    redis.call('HSET', jk, 'state', 'pending', 'attempts', '0')
+    if row[4] then
+      redis.call('HSET', jk, 'last_error', row[4])
+      if row[5] then redis.call('HSET', jk, 'last_stack', row[5]) else redis.call('HDEL', jk, 'last_stack') end
+    end
+    if release(p, K, id, row[2], row[3] or '0') then woke = true end
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id)
+    out[i - 1] = 'OK'
+  elseif not state then
+    redis.call('ZREM', K.dead, id)
+    redis.call('ZREM', K.cancelled, id)
+    out[i - 1] = 'EMQNOJOB'
+  else
+    out[i - 1] = 'EMQSTATE'
+  end
+end
+if woke then wake(K) end
+return out

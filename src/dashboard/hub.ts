@@ -1,0 +1,64 @@
+// The dashboard's event hub: one events-stream reader per queue, shared by every subscriber
+// (SSE clients, the page refreshers), opened on the first subscription and closed when the
+// last one leaves, so a dashboard with no open page holds no blocking connection.
+import type { EchoMQ } from '../echomq.js';
+import type { QueueEvent, QueueEvents } from '../events.js';
+
+export type HubListener = (queue: string, event: QueueEvent) => void;
+
+interface Feed {
+  reader: QueueEvents;
+  listeners: Set<HubListener>;
+}
+
+export class EventHub {
+  private readonly feeds = new Map<string, Feed>();
+  private closed = false;
+
+  constructor(
+    private readonly mq: EchoMQ,
+    /** How long one XREAD blocks, in ms (the reader's close waits at most this long). */
+    private readonly blockMs = 2000,
+  ) {}
+
+  /** Follows `queue`'s events from now on; returns the unsubscribe function. */
+  subscribe(queue: string, listener: HubListener): () => void {
+    if (this.closed) return () => {};
+    let feed = this.feeds.get(queue);
+    if (!feed) {
+      const reader = this.mq.queue(queue).events({ blockMs: this.blockMs });
+      const created: Feed = { reader, listeners: new Set() };
+      reader.subscribe((e) => {
+        for (const l of created.listeners) l(queue, e);
+      });
+      this.feeds.set(queue, created);
+      feed = created;
+    }
+    feed.listeners.add(listener);
+    const current = feed;
+    return () => {
+      current.listeners.delete(listener);
+      if (current.listeners.size === 0 && this.feeds.get(queue) === current) {
+        this.feeds.delete(queue);
+        void current.reader.close();
+      }
+    };
+  }
+
+  /** Resolves once the reader of `queue` has fixed its starting point (nothing after is missed). */
+  async ready(queue: string): Promise<void> {
+    await this.feeds.get(queue)?.reader.ready;
+  }
+
+  /** Queues with an open reader (for tests and diagnostics). */
+  get open(): string[] {
+    return [...this.feeds.keys()];
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const feeds = [...this.feeds.values()];
+    this.feeds.clear();
+    await Promise.all(feeds.map((f) => f.reader.close()));
+  }
+}

@@ -1,0 +1,430 @@
+// The dashboard's pages, rendered on the server as HTML strings. Every value that comes from
+// a queue (names, ids, payloads, results, errors, event fields) passes through esc(): nothing
+// a job carries is ever markup. The page script (assets.ts) only updates text and attributes.
+
+import type { JobDetail, MinuteRate, QueueStats, QueueSummary, SchedulersResult } from '../inspect.js';
+import type { JobState, JobView } from '../jobs.js';
+import { JOB_STATES } from '../jobs.js';
+
+export interface PageContext {
+  /** The mount path links start with ('' at the root). */
+  base: string;
+  /** The CSRF token forms carry; null in read-only mode (no forms at all). */
+  csrf: string | null;
+}
+
+/** Which states each job action applies to (the server enforces them again through the verbs). */
+export const ACTION_STATES: Record<'retry' | 'cancel' | 'remove', readonly JobState[]> = {
+  retry: ['dead', 'cancelled'],
+  cancel: ['scheduled', 'pending', 'active'],
+  remove: ['scheduled', 'pending', 'completed', 'dead', 'cancelled'],
+};
+
+const ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+/** Escapes text for HTML content and quoted attribute values. */
+export function esc(value: unknown): string {
+  return String(value ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+}
+
+/** Server-clock epoch ms as `YYYY-MM-DD HH:MM:SSZ`, or an em dash. */
+export function fmtTime(ms: number | undefined | null): string {
+  if (ms === undefined || ms === null || !Number.isFinite(ms) || ms <= 0) return '—';
+  return new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
+}
+
+/** A value as indented JSON text (for a <pre>, escaped by the caller). */
+export function pretty(value: unknown): string {
+  if (value === undefined) return '';
+  if (typeof value === 'string') return value;
+  return JSON.stringify(value, null, 2) ?? String(value);
+}
+
+function href(
+  ctx: PageContext,
+  path: string,
+  query: Record<string, string | number | undefined> = {},
+): string {
+  const qs = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== '') qs.set(k, String(v));
+  const s = qs.toString();
+  return `${ctx.base}${path}${s ? `?${s}` : ''}`;
+}
+
+const q = encodeURIComponent;
+
+// ── layout ─────────────────────────────────────────────────────────────────────
+
+interface LayoutOptions {
+  title: string;
+  page: 'overview' | 'queue' | 'job' | 'schedulers' | 'error';
+  data?: Record<string, string | undefined>;
+  crumbs?: [string, string | null][];
+  body: string;
+}
+
+export function layout(ctx: PageContext, o: LayoutOptions): string {
+  const data = Object.entries({ page: o.page, ...o.data })
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => ` data-${k}="${esc(v)}"`)
+    .join('');
+  const crumbs = [['Queues', href(ctx, '/')] as [string, string | null], ...(o.crumbs ?? [])]
+    .map(([label, link]) =>
+      link ? `<a href="${esc(link)}">${esc(label)}</a>` : `<span>${esc(label)}</span>`,
+    )
+    .join('<span class="sep">/</span>');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${esc(o.title)} · EchoMQ</title>
+<link rel="icon" href="data:,">
+<meta name="emq-base" content="${esc(ctx.base)}">
+${ctx.csrf ? `<meta name="csrf-token" content="${esc(ctx.csrf)}">` : ''}
+<link rel="stylesheet" href="${esc(href(ctx, '/assets/dashboard.css'))}">
+<script src="${esc(href(ctx, '/assets/dashboard.js'))}" defer></script>
+</head>
+<body${data}${ctx.csrf ? '' : ' data-read-only="1"'}>
+<header class="top"><a class="brand" href="${esc(href(ctx, '/'))}">EchoMQ</a><nav class="crumbs">${crumbs}</nav>
+<span id="live" class="live" title="live updates (server-sent events)">offline</span>${ctx.csrf ? '' : '<span class="badge">read-only</span>'}</header>
+<main>
+${o.body}
+</main>
+</body>
+</html>
+`;
+}
+
+function form(
+  ctx: PageContext,
+  action: string,
+  label: string,
+  ret: string,
+  opts: {
+    danger?: boolean;
+    states?: readonly string[];
+    hidden?: boolean;
+    confirm?: string;
+    fields?: Record<string, string>;
+  } = {},
+): string {
+  if (!ctx.csrf) return '';
+  const attrs = [
+    opts.states ? ` data-states="${esc(opts.states.join(' '))}"` : '',
+    opts.hidden ? ' hidden' : '',
+    opts.confirm ? ` data-confirm="${esc(opts.confirm)}"` : '',
+  ].join('');
+  const fields = Object.entries(opts.fields ?? {})
+    .map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`)
+    .join('');
+  return `<form class="action" method="post" action="${esc(action)}"${attrs}><input type="hidden" name="_csrf" value="${esc(ctx.csrf)}"><input type="hidden" name="return" value="${esc(ret)}">${fields}<button type="submit" class="btn${opts.danger ? ' danger' : ''}" data-action="${esc(label.toLowerCase().replace(/\s+/g, '-'))}">${esc(label)}</button></form>`;
+}
+
+function stateBadge(state: string, id?: string): string {
+  return `<span${id ? ` id="${id}"` : ''} class="state state-${esc(state)}">${esc(state)}</span>`;
+}
+
+// ── the throughput chart ──────────────────────────────────────────────────────
+
+/** Completed and failed per minute as stacked bars, in an inline SVG (no script, no styles). */
+export function throughputSvg(perMinute: readonly MinuteRate[], label: string): string {
+  const w = 1200;
+  const h = 150;
+  const top = 14;
+  const bottom = 18;
+  const n = Math.max(perMinute.length, 1);
+  const max = Math.max(1, ...perMinute.map((m) => m.completed + m.failed));
+  const scale = (h - top - bottom) / max;
+  const bw = w / n;
+  const bars = perMinute
+    .map((m, i) => {
+      const x = (i * bw).toFixed(1);
+      const okH = m.completed * scale;
+      const failH = m.failed * scale;
+      const y0 = h - bottom;
+      const time = fmtTime(m.minute).slice(11, 16);
+      return `<g><title>${esc(`${time}: ${m.completed} completed, ${m.failed} failed`)}</title><rect class="bar-ok" x="${x}" y="${(y0 - okH).toFixed(1)}" width="${Math.max(bw - 1, 1).toFixed(1)}" height="${okH.toFixed(1)}"/><rect class="bar-fail" x="${x}" y="${(y0 - okH - failH).toFixed(1)}" width="${Math.max(bw - 1, 1).toFixed(1)}" height="${failH.toFixed(1)}"/></g>`;
+    })
+    .join('');
+  const first = perMinute[0] ? fmtTime(perMinute[0].minute).slice(11, 16) : '';
+  const total = perMinute.reduce((a, m) => a + m.completed, 0);
+  const failed = perMinute.reduce((a, m) => a + m.failed, 0);
+  return `<svg class="chart" viewBox="0 0 ${w} ${h}" role="img" aria-label="${esc(`${label}: ${total} completed, ${failed} failed in the last hour`)}" xmlns="http://www.w3.org/2000/svg"><line class="axis" x1="0" y1="${h - bottom}" x2="${w}" y2="${h - bottom}"/><text class="tick" x="2" y="10">${max}/min</text>${bars}<text class="tick" x="2" y="${h - 4}">${esc(first)}</text><text class="tick" x="${w - 2}" y="${h - 4}" text-anchor="end">now</text></svg>`;
+}
+
+/** Sums the per-minute rates of several queues, minute by minute. */
+export function sumRates(all: readonly (readonly MinuteRate[])[]): MinuteRate[] {
+  const by = new Map<number, MinuteRate>();
+  for (const rates of all) {
+    for (const m of rates) {
+      const cur = by.get(m.minute) ?? { minute: m.minute, completed: 0, failed: 0 };
+      cur.completed += m.completed;
+      cur.failed += m.failed;
+      by.set(m.minute, cur);
+    }
+  }
+  return [...by.values()].sort((a, b) => a.minute - b.minute);
+}
+
+// ── overview ──────────────────────────────────────────────────────────────────
+
+export function overviewPage(ctx: PageContext, queues: readonly QueueSummary[], rates: MinuteRate[]): string {
+  const head = JOB_STATES.map((s) => `<th class="num">${esc(s)}</th>`).join('');
+  const rows = queues
+    .map((s) => {
+      const cells = JOB_STATES.map(
+        (st) =>
+          `<td class="num"><a data-count data-state="${esc(st)}" href="${esc(href(ctx, `/queues/${q(s.name)}`, { state: st }))}">${s.counts[st] ?? 0}</a></td>`,
+      ).join('');
+      return `<tr data-queue="${esc(s.name)}"><td><a class="qname" href="${esc(href(ctx, `/queues/${q(s.name)}`))}">${esc(s.name)}</a> <span class="badge paused" data-paused${s.paused ? '' : ' hidden'}>paused</span></td>${cells}<td class="num">${s.lanes}</td><td><a href="${esc(href(ctx, `/queues/${q(s.name)}`, { state: 'dead' }))}">dead letters</a> · <a href="${esc(href(ctx, `/queues/${q(s.name)}/schedulers`))}">schedulers</a></td></tr>`;
+    })
+    .join('\n');
+  const table =
+    queues.length === 0
+      ? '<p class="empty">No queues yet: a queue is listed once it has run a script (an enqueue or a consumer).</p>'
+      : `<table class="grid" id="queues"><thead><tr><th>queue</th>${head}<th class="num">lanes</th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
+  return layout(ctx, {
+    title: 'Queues',
+    page: 'overview',
+    data: { queues: queues.map((s) => s.name).join('\n') },
+    body: `<h1>Queues</h1>
+<section class="card"><h2>Throughput, all queues, last 60 minutes</h2><div class="chart-box" data-chart="">${throughputSvg(rates, 'all queues')}</div><p class="legend"><span class="key ok"></span>completed <span class="key fail"></span>failed</p></section>
+<section class="card">${table}</section>`,
+  });
+}
+
+// ── one queue ─────────────────────────────────────────────────────────────────
+
+export interface QueuePageView {
+  stats: QueueStats;
+  state: JobState;
+  lane: string | undefined;
+  offset: number;
+  limit: number;
+  total: number;
+  jobs: readonly JobView[];
+}
+
+/** The columns of the jobs table; the page script builds rows with the same cells. */
+export function jobRow(ctx: PageContext, queue: string, job: JobView, ret: string): string {
+  const base = `/queues/${q(queue)}/jobs/${q(job.id)}`;
+  const when = job.finishedAt ?? job.startedAt ?? job.runAt;
+  const actions = (['retry', 'cancel', 'remove'] as const)
+    .filter((a) => ACTION_STATES[a].includes(job.state))
+    .map((a) =>
+      form(ctx, href(ctx, `${base}/${a}`), a[0]!.toUpperCase() + a.slice(1), ret, { danger: a === 'remove' }),
+    )
+    .join('');
+  return `<tr data-job="${esc(job.id)}"><td><a class="mono" href="${esc(href(ctx, base))}">${esc(job.id)}</a></td><td>${esc(job.name ?? '')}</td><td>${stateBadge(job.state)}</td><td class="num">${job.attempts} / ${job.maxAttempts}</td><td>${esc(job.group ?? '')}</td><td>${fmtTime(job.createdAt)}</td><td>${fmtTime(when)}</td><td class="err">${esc(job.error?.message ?? '')}</td><td class="actions">${actions}</td></tr>`;
+}
+
+export function queuePage(ctx: PageContext, v: QueuePageView): string {
+  const { stats } = v;
+  const name = stats.name;
+  const self = href(ctx, `/queues/${q(name)}`, {
+    state: v.state,
+    lane: v.lane,
+    offset: v.offset || undefined,
+  });
+  const tabs = JOB_STATES.map((st) => {
+    const active = st === v.state && v.lane === undefined;
+    return `<a class="tab${active ? ' active' : ''}" href="${esc(href(ctx, `/queues/${q(name)}`, { state: st }))}">${esc(st)} <span class="count" data-count data-state="${esc(st)}">${stats.counts[st] ?? 0}</span></a>`;
+  }).join('');
+  const laneTabs = stats.lanes
+    .map((l) => {
+      const active = v.lane === l.group;
+      return `<a class="tab${active ? ' active' : ''}" href="${esc(href(ctx, `/queues/${q(name)}`, { state: 'pending', lane: l.group }))}">${esc(l.group)} <span class="count" data-lane-count="${esc(l.group)}">${l.pending}</span></a>`;
+    })
+    .join('');
+  const rows = v.jobs.map((j) => jobRow(ctx, name, j, self)).join('\n');
+  const from = v.total === 0 ? 0 : v.offset + 1;
+  const to = v.offset + v.jobs.length;
+  const prev =
+    v.offset > 0
+      ? `<a class="btn" rel="prev" href="${esc(href(ctx, `/queues/${q(name)}`, { state: v.state, lane: v.lane, offset: Math.max(0, v.offset - v.limit) || undefined }))}">← newer</a>`
+      : '';
+  const next =
+    to < v.total
+      ? `<a class="btn" rel="next" href="${esc(href(ctx, `/queues/${q(name)}`, { state: v.state, lane: v.lane, offset: v.offset + v.limit }))}">older →</a>`
+      : '';
+  const retryAll =
+    v.state === 'dead' && v.lane === undefined
+      ? form(ctx, href(ctx, `/queues/${q(name)}/retry-all`), 'Retry all', self, {
+          confirm: 'Retry every dead job of this queue?',
+        })
+      : '';
+  const pause = stats.paused
+    ? form(ctx, href(ctx, `/queues/${q(name)}/resume`), 'Resume', self)
+    : form(ctx, href(ctx, `/queues/${q(name)}/pause`), 'Pause', self);
+  const lanes =
+    stats.lanes.length === 0
+      ? '<p class="empty">No lanes: jobs enqueued with a group wait in its lane.</p>'
+      : `<table class="grid"><thead><tr><th>lane</th><th class="num">pending</th><th class="num">running</th><th class="num">concurrency</th><th>rate limit</th><th></th></tr></thead><tbody>${stats.lanes
+          .map(
+            (l) =>
+              `<tr data-lane="${esc(l.group)}"><td><a href="${esc(href(ctx, `/queues/${q(name)}`, { state: 'pending', lane: l.group }))}">${esc(l.group)}</a></td><td class="num" data-lane-pending>${l.pending}</td><td class="num" data-lane-running>${l.running}</td><td class="num">${l.concurrency || '∞'}</td><td>${l.rateLimit ? esc(`${l.rateLimit.max} per ${l.rateLimit.perMs} ms`) : '—'}</td><td>${l.paused ? '<span class="badge paused">paused</span>' : ''}</td></tr>`,
+          )
+          .join('')}</tbody></table>`;
+  const consumers =
+    stats.consumers.length === 0
+      ? '<p class="empty">No consumer sent a heartbeat in the last 10 minutes.</p>'
+      : `<table class="grid"><thead><tr><th>consumer</th><th>host</th><th class="num">pid</th><th class="num">running / concurrency</th><th>last seen</th></tr></thead><tbody>${stats.consumers
+          .map(
+            (c) =>
+              `<tr><td class="mono">${esc(c.id)}</td><td>${esc(c.host)}</td><td class="num">${c.pid}</td><td class="num">${c.running} / ${c.concurrency}</td><td>${fmtTime(c.lastSeen)}</td></tr>`,
+          )
+          .join('')}</tbody></table>`;
+  const r = stats.rates;
+  const heading = v.lane === undefined ? v.state : `pending in lane ${v.lane}`;
+  return layout(ctx, {
+    title: name,
+    page: 'queue',
+    data: {
+      queue: name,
+      state: v.state,
+      lane: v.lane,
+      offset: String(v.offset),
+      limit: String(v.limit),
+      self,
+    },
+    crumbs: [[name, null]],
+    body: `<h1>${esc(name)} <span class="badge paused" data-paused${stats.paused ? '' : ' hidden'}>paused</span></h1>
+<div class="toolbar">${pause}<a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/schedulers`))}">Schedulers and repeats</a></div>
+<section class="card"><h2>Throughput, last 60 minutes</h2><p class="stats"><span data-stat="completedLastHour">${r.completedLastHour}</span> completed · <span data-stat="failedLastHour">${r.failedLastHour}</span> failed attempts · failure rate <span data-stat="failureRate">${(r.failureRate * 100).toFixed(1)}</span>%</p><div class="chart-box" data-chart="${esc(name)}">${throughputSvg(r.perMinute, name)}</div></section>
+<nav class="tabs" aria-label="states">${tabs}</nav>
+${laneTabs ? `<nav class="tabs lanes" aria-label="lanes"><span class="tabs-label">lanes:</span>${laneTabs}</nav>` : ''}
+<section class="card"><div class="toolbar"><h2>${esc(heading)}</h2>${retryAll}</div>
+<table class="grid" id="jobs"><thead><tr><th>id</th><th>name</th><th>state</th><th class="num">attempts</th><th>lane</th><th>created</th><th>ran / ends</th><th>error</th><th></th></tr></thead><tbody>${rows}</tbody></table>
+${v.jobs.length === 0 ? '<p class="empty" id="jobs-empty">No jobs here.</p>' : ''}
+<div class="pager"><span id="jobs-range">${from}–${to} of ${v.total}</span>${prev}${next}</div></section>
+<section class="card"><h2>Lanes</h2>${lanes}</section>
+<section class="card"><h2>Consumers</h2>${consumers}</section>`,
+  });
+}
+
+// ── one job ───────────────────────────────────────────────────────────────────
+
+function historyItems(job: JobDetail): string {
+  return job.history
+    .map((e) => {
+      const ms = Number(e.streamId.split('-')[0]);
+      const fields = Object.entries(e.fields)
+        .filter(([, v]) => v !== '')
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ');
+      return `<li><time>${fmtTime(ms)}</time> <span class="event event-${esc(e.event)}">${esc(e.event)}</span> <span class="fields">${esc(fields)}</span></li>`;
+    })
+    .join('');
+}
+
+export function jobPage(ctx: PageContext, queue: string, job: JobDetail): string {
+  const self = href(ctx, `/queues/${q(queue)}/jobs/${q(job.id)}`);
+  const back = href(ctx, `/queues/${q(queue)}`, { state: job.state });
+  const actions = (['retry', 'cancel', 'remove'] as const)
+    .map((a) =>
+      form(ctx, `${self}/${a}`, a[0]!.toUpperCase() + a.slice(1), a === 'remove' ? back : self, {
+        danger: a === 'remove',
+        states: ACTION_STATES[a],
+        hidden: !ACTION_STATES[a].includes(job.state),
+        confirm: a === 'remove' ? 'Delete this job for good?' : undefined,
+      }),
+    )
+    .join('');
+  const section = (id: string, title: string, text: string | undefined) =>
+    `<section class="card" id="${id}-box"${text === undefined ? ' hidden' : ''}><h2>${esc(title)}</h2><pre id="${id}">${esc(text ?? '')}</pre></section>`;
+  const errorText = job.error ? job.error.message : undefined;
+  const lastError = job.lastError
+    ? `${job.lastError.message}\n\n${job.lastError.stack ?? ''}`.trim()
+    : undefined;
+  const row = (label: string, id: string, value: string) =>
+    `<dt>${esc(label)}</dt><dd id="${id}">${value}</dd>`;
+  return layout(ctx, {
+    title: job.id,
+    page: 'job',
+    data: { queue, job: job.id },
+    crumbs: [
+      [queue, href(ctx, `/queues/${q(queue)}`)],
+      [job.id, null],
+    ],
+    body: `<h1><span class="mono">${esc(job.id)}</span> ${stateBadge(job.state, 'job-state')}</h1>
+<div class="toolbar" id="job-actions">${actions}</div>
+<section class="card"><dl class="facts">
+${row('name', 'job-name', esc(job.name ?? '—'))}
+${row('lane', 'job-group', esc(job.group ?? '—'))}
+${row('priority', 'job-priority', esc(job.priority ?? '—'))}
+${row('attempts', 'job-attempts', esc(`${job.attempts} / ${job.maxAttempts}`))}
+${row('stalled', 'job-stalled', esc(job.stalled))}
+${row('cancel requested', 'job-cancel', job.cancelRequested ? 'yes' : 'no')}
+${row('created', 'job-created', fmtTime(job.createdAt))}
+${row('runs at', 'job-runat', fmtTime(job.runAt))}
+${row('started', 'job-started', fmtTime(job.startedAt))}
+${row('finished', 'job-finished', fmtTime(job.finishedAt))}
+</dl></section>
+${section('job-data', 'Data', pretty(job.data))}
+${section('job-result', 'Result', job.result === undefined ? undefined : pretty(job.result))}
+${section('job-error', 'Error', errorText)}
+${section('job-stack', 'Stack', job.error?.stack)}
+${section('job-last-error', 'Error before the last retry', lastError)}
+${section('job-progress', 'Progress', job.progress === undefined ? undefined : pretty(job.progress))}
+<section class="card"><h2>Timeline</h2><ol class="timeline" id="job-history">${historyItems(job)}</ol>${job.historyTruncated ? '<p class="empty">Older entries were not read.</p>' : ''}<p class="empty">Events older than the stream's cap are gone.</p></section>`,
+  });
+}
+
+// ── schedulers and repeats ────────────────────────────────────────────────────
+
+export function schedulersPage(ctx: PageContext, queue: string, s: SchedulersResult): string {
+  const repeats =
+    s.repeats.length === 0
+      ? '<p class="empty">No repeats registered.</p>'
+      : `<table class="grid"><thead><tr><th>name</th><th class="num">every (ms)</th><th>next run</th><th class="num">runs</th><th>last run</th></tr></thead><tbody>${s.repeats
+          .map(
+            (r) =>
+              `<tr><td>${esc(r.name)}</td><td class="num">${esc(r.everyMs ?? '—')}</td><td>${fmtTime(r.nextRunAt)}</td><td class="num">${r.runs}</td><td>${fmtTime(r.lastRunAt)}</td></tr>`,
+          )
+          .join('')}</tbody></table>`;
+  const schedulers =
+    s.schedulers.length === 0
+      ? '<p class="empty">No job schedulers.</p>'
+      : `<table class="grid"><thead><tr><th>id</th><th>job name</th><th>cadence</th><th>next run</th><th class="num">runs</th><th>ended</th></tr></thead><tbody>${s.schedulers
+          .map((x) => {
+            const cadence =
+              x.pattern !== undefined
+                ? `cron ${x.pattern}${x.tz ? ` (${x.tz})` : ''}`
+                : x.every !== undefined
+                  ? `every ${x.every} ms`
+                  : 'once';
+            const limit = x.limit !== undefined ? ` / ${x.limit}` : '';
+            return `<tr><td>${esc(x.id)}</td><td>${esc(x.name ?? '')}</td><td class="mono">${esc(cadence)}</td><td>${x.nextRunAt < 0 ? '—' : fmtTime(x.nextRunAt)}</td><td class="num">${esc(`${x.iterationCount ?? 0}${limit}`)}</td><td>${esc(x.ended ?? '')}</td></tr>`;
+          })
+          .join('')}</tbody></table>`;
+  return layout(ctx, {
+    title: `${queue} schedulers`,
+    page: 'schedulers',
+    data: { queue },
+    crumbs: [
+      [queue, href(ctx, `/queues/${q(queue)}`)],
+      ['schedulers', null],
+    ],
+    body: `<h1>Schedulers and repeats of ${esc(queue)}</h1>
+<section class="card"><h2>Job schedulers</h2>${schedulers}</section>
+<section class="card"><h2>Repeats</h2>${repeats}</section>`,
+  });
+}
+
+export function errorPage(ctx: PageContext, status: number, message: string): string {
+  return layout(ctx, {
+    title: `${status}`,
+    page: 'error',
+    body: `<h1>${status}</h1><p class="error-message">${esc(message)}</p><p><a href="${esc(href(ctx, '/'))}">Back to the queues</a></p>`,
+  });
+}

@@ -1,0 +1,84 @@
+// Flows: a parent job that runs only once all its children have completed. The whole tree is
+// admitted by one `flow_add` call (atomically: all of it or none); each child's row names its
+// parent, and the scripts that end a child count its parent down (protocol/lib/flow.lua), so
+// no process has to watch the flow. The parent's handler reads the children's results with
+// ctx.childrenResults().
+//
+// Every job of a flow lives in one queue: a script can only touch keys of one hash slot on a
+// Redis Cluster, and every queue is its own hash tag (`emq:{<queue>}:`).
+import type { EchoMQ } from './echomq.js';
+import { EchoMQError } from './errors.js';
+import type { EnqueueOptions } from './jobs.js';
+
+/** Options of one job in a flow: enqueue's, without dedupe, plus what a parent may set. */
+export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {
+  /**
+   * A parent with this runs even when a child of it ends without completing (dead, cancelled
+   * or removed); without it (the default), such a child ends the parent dead.
+   */
+  continueOnChildFailure?: boolean;
+}
+
+export interface FlowJob<D = unknown> {
+  /** The queue's name; every job of a flow must be in the same queue as the root. */
+  queue: string;
+  data: D;
+  name?: string;
+  opts?: FlowJobOptions;
+  /** Jobs that must complete before this one runs (it waits in state waiting_children). */
+  children?: FlowJob[];
+}
+
+/** The ids of a flow's jobs, shaped like the flow. */
+export interface FlowNode {
+  id: string;
+  children: FlowNode[];
+}
+
+export interface FlowResult extends FlowNode {
+  /** 'added', or 'duplicate' when a job with the root's id exists (nothing was written). */
+  status: 'added' | 'duplicate';
+}
+
+const FLOW_KEYS = new Set(['queue', 'data', 'name', 'opts', 'children']);
+
+/** Admits a flow: the tree's jobs in one script call, each parent before its children. */
+export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResult> {
+  if (typeof root !== 'object' || root === null || typeof root.queue !== 'string') {
+    throw new EchoMQError('EMQINPUT', 'a flow is { queue, data, name?, opts?, children? }');
+  }
+  const queue = mq.queue(root.queue);
+  const argv: string[] = [queue.keys.prefix];
+  const seen = new Set<string>();
+  const visit = (job: FlowJob, parent: string): FlowNode => {
+    for (const key of Object.keys(job)) {
+      if (!FLOW_KEYS.has(key)) {
+        throw new EchoMQError(
+          'EMQINPUT',
+          `unknown flow job field "${key}"; known: ${[...FLOW_KEYS].join(', ')}`,
+        );
+      }
+    }
+    if (job.queue !== root.queue) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `a flow's jobs must all be in the root's queue "${root.queue}", got "${String(job.queue)}": ` +
+          'one script admits and releases them, and each queue is its own Redis Cluster hash slot',
+      );
+    }
+    const { continueOnChildFailure, ...opts } = job.opts ?? {};
+    if ('dedupe' in opts) throw new EchoMQError('EMQINPUT', 'dedupe is not supported on the jobs of a flow');
+    const name = job.name ?? opts.name;
+    const a = queue.admission(job.data, name === undefined ? opts : { ...opts, name });
+    if (seen.has(a.id)) throw new EchoMQError('EMQINPUT', `job id ${a.id} appears twice in the flow`);
+    seen.add(a.id);
+    const cont = continueOnChildFailure === true ? '1' : '';
+    argv.push(a.id, a.payload, a.priority, a.group, a.name, a.max, a.backoff, parent, cont);
+    const children = job.children ?? [];
+    if (!Array.isArray(children)) throw new EchoMQError('EMQINPUT', 'children must be an array of flow jobs');
+    return { id: a.id, children: children.map((c) => visit(c, a.id)) };
+  };
+  const tree = visit(root as FlowJob, '');
+  const reply = await queue.run('flow_add', argv);
+  return { ...tree, status: reply === 1 ? 'added' : 'duplicate' };
+}

@@ -1,0 +1,404 @@
+// The read-only inspection API (Sidekiq's api.rb): what the CLI and the dashboard show, read
+// straight from a queue's keys. It never writes (no script calls, so not even the protocol
+// stamp), and it pages through the sorted sets, never a scan of the keyspace. Write actions
+// (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
+import type { EchoMQ } from './echomq.js';
+import { EchoMQError } from './errors.js';
+import type { EventName, QueueEvent } from './events.js';
+import { isJobId } from './ids.js';
+import { JOB_STATES, type JobState, type JobView, jobView, type Queue } from './jobs.js';
+import type { LaneInfo } from './lanes.js';
+
+/** The global registry of queue names (every queue adds itself on its first script call). */
+export const QUEUES_KEY = 'emq:queues';
+
+export interface QueueSummary {
+  name: string;
+  counts: Record<JobState, number>;
+  paused: boolean;
+  /** How many lanes (groups) the queue has seen. */
+  lanes: number;
+}
+
+export interface MinuteRate {
+  /** The minute's start, epoch ms (server clock). */
+  minute: number;
+  completed: number;
+  failed: number;
+}
+
+export interface QueueRates {
+  /** The last 60 minutes, oldest first, the current (partial) minute last. */
+  perMinute: MinuteRate[];
+  completedLastHour: number;
+  /** Failed attempts (retried ones included) in the last hour. */
+  failedLastHour: number;
+  /** failed / (completed + failed) over the last hour, 0 when nothing ran. */
+  failureRate: number;
+}
+
+export interface ConsumerInfo {
+  id: string;
+  /** When it last beat, epoch ms (server clock). */
+  lastSeen: number;
+  host: string;
+  pid: number;
+  concurrency: number;
+  /** Jobs it was running at its last beat. */
+  running: number;
+}
+
+export interface QueueStats {
+  name: string;
+  counts: Record<JobState, number>;
+  paused: boolean;
+  lanes: LaneInfo[];
+  rates: QueueRates;
+  consumers: ConsumerInfo[];
+}
+
+export interface JobsPage {
+  /** Jobs to skip. Default 0. */
+  offset?: number;
+  /** Jobs to return, 1 to 1000. Default 50. */
+  limit?: number;
+  /** With state 'pending': only this lane. Other states refuse it (their sets hold every lane). */
+  group?: string;
+}
+
+export interface JobsResult {
+  /** Jobs in that state (and lane) in all, for paging. */
+  total: number;
+  jobs: JobView[];
+}
+
+export type JobDetail = JobView & {
+  /** The job's entries still in the events stream, oldest first. */
+  history: QueueEvent[];
+  /** True when the stream was only read in part (history bound reached). */
+  historyTruncated: boolean;
+};
+
+export interface RepeatSummary {
+  name: string;
+  nextRunAt: number;
+  everyMs?: number;
+  runs: number;
+  lastRunAt?: number;
+}
+
+export interface SchedulerSummary {
+  id: string;
+  /** The upcoming occurrence's instant, epoch ms; -1 once the scheduler has ended. */
+  nextRunAt: number;
+  pattern?: string;
+  every?: number;
+  tz?: string;
+  /** The job name of each occurrence. */
+  name?: string;
+  iterationCount?: number;
+  limit?: number;
+  /** Why there is no run left ('limit', 'endDate', 'done', 'error: ...'). */
+  ended?: string;
+}
+
+export interface SchedulersResult {
+  repeats: RepeatSummary[];
+  schedulers: SchedulerSummary[];
+}
+
+/** The sorted set a state's jobs live in: the state word, except scheduled ('schedule'). */
+function setOf(state: JobState): string {
+  return state === 'scheduled' ? 'schedule' : state;
+}
+const TERMINAL = new Set<JobState>(['completed', 'dead', 'cancelled']);
+const MAX_LIMIT = 1000;
+/** Consumers silent for longer are not listed. */
+const CONSUMER_WINDOW_MS = 10 * 60_000;
+/** Events read per XREVRANGE call, and the most read for one job's history. */
+const HISTORY_CHUNK = 1000;
+const HISTORY_MAX_SCANNED = 50_000;
+/** Stream ids and row stamps may differ by a clock tick; look this far before creation. */
+const HISTORY_SLACK_MS = 1000;
+
+function pageNumber(value: unknown, what: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new EchoMQError(
+      'EMQINPUT',
+      `${what} must be a whole number from ${min} to ${max}, got ${String(value)}`,
+    );
+  }
+  return value;
+}
+
+function toEvent(streamId: string, flat: string[]): QueueEvent {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  const { event, id, ...rest } = fields;
+  return { event: event as EventName, id: id ?? '', streamId, fields: rest };
+}
+
+export class Inspector {
+  constructor(private readonly mq: EchoMQ) {}
+
+  private get client() {
+    this.mq.connector.assertOpen();
+    return this.mq.connector.client;
+  }
+
+  private queue(name: string): Queue {
+    return this.mq.queue(name);
+  }
+
+  /** The Redis server's clock, epoch ms (the clock every score is written with). */
+  private async now(): Promise<number> {
+    const [s, us] = await this.client.time();
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  }
+
+  /** Whether a queue of this name is registered (has ever run a script). */
+  async has(queue: string): Promise<boolean> {
+    return (await this.client.sismember(QUEUES_KEY, queue)) === 1;
+  }
+
+  /** Every registered queue with its counts, by name. */
+  async queues(): Promise<QueueSummary[]> {
+    const names = (await this.client.smembers(QUEUES_KEY)).sort();
+    const out = await Promise.all(
+      names.map(async (name): Promise<QueueSummary | null> => {
+        let q: Queue;
+        try {
+          q = this.queue(name);
+        } catch {
+          return null; // not a valid queue name: someone else's member of the set
+        }
+        const [counts, paused, lanes] = await Promise.all([
+          q.counts(),
+          q.isPaused(),
+          this.client.scard(q.keys.key('lanes')),
+        ]);
+        return { name, counts, paused, lanes };
+      }),
+    );
+    return out.filter((s): s is QueueSummary => s !== null);
+  }
+
+  /** One queue's counts, lanes, completion and failure rates of the last hour, and consumers. */
+  async stats(queue: string): Promise<QueueStats> {
+    const q = this.queue(queue);
+    const [counts, paused, lanes, rates, consumers] = await Promise.all([
+      q.counts(),
+      q.isPaused(),
+      q.lanes.list(),
+      this.rates(q),
+      this.consumers(queue),
+    ]);
+    return { name: queue, counts, paused, lanes, rates, consumers };
+  }
+
+  private async rates(q: Queue): Promise<QueueRates> {
+    const current = Math.floor((await this.now()) / 60_000);
+    const pipeline = this.client.pipeline();
+    for (let m = current - 59; m <= current; m++)
+      pipeline.hmget(q.keys.key(`stats:${m}`), 'completed', 'failed');
+    const replies = (await pipeline.exec()) ?? [];
+    const perMinute = replies.map(([err, reply], i): MinuteRate => {
+      if (err) throw err;
+      const [completed, failed] = reply as (string | null)[];
+      return {
+        minute: (current - 59 + i) * 60_000,
+        completed: Number(completed ?? 0),
+        failed: Number(failed ?? 0),
+      };
+    });
+    const completedLastHour = perMinute.reduce((a, m) => a + m.completed, 0);
+    const failedLastHour = perMinute.reduce((a, m) => a + m.failed, 0);
+    const ran = completedLastHour + failedLastHour;
+    return {
+      perMinute,
+      completedLastHour,
+      failedLastHour,
+      failureRate: ran === 0 ? 0 : failedLastHour / ran,
+    };
+  }
+
+  /**
+   * A page of the jobs in `state`: newest end first for completed, dead and cancelled; in run
+   * order otherwise (scheduled by run-at, pending by priority then age, active by lease
+   * deadline). Pending without `group` pages through flat pending, then each lane by name.
+   */
+  async jobs(queue: string, state: JobState, page: JobsPage = {}): Promise<JobsResult> {
+    if (!JOB_STATES.includes(state)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `state must be one of ${JOB_STATES.join(', ')}, got ${String(state)}`,
+      );
+    }
+    const offset = pageNumber(page.offset ?? 0, 'offset', 0, Number.MAX_SAFE_INTEGER);
+    const limit = pageNumber(page.limit ?? 50, 'limit', 1, MAX_LIMIT);
+    const q = this.queue(queue);
+    const c = this.client;
+    let sets: string[];
+    if (page.group !== undefined) {
+      if (state !== 'pending') {
+        throw new EchoMQError(
+          'EMQINPUT',
+          `group applies to state pending only (a lane holds waiting jobs), got ${state}`,
+        );
+      }
+      sets = [q.keys.lane(page.group)];
+    } else if (state === 'pending') {
+      const groups = (await c.smembers(q.keys.key('lanes'))).sort();
+      sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
+    } else {
+      sets = [q.keys.key(setOf(state))];
+    }
+    const sizes = await Promise.all(sets.map((s) => c.zcard(s)));
+    const total = sizes.reduce((a, b) => a + b, 0);
+    // Map the page onto the sets laid end to end; each read is one ZRANGE of a slice.
+    const ids: string[] = [];
+    let skip = offset;
+    for (const [i, set] of sets.entries()) {
+      const size = sizes[i]!;
+      if (ids.length >= limit) break;
+      if (skip >= size) {
+        skip -= size;
+        continue;
+      }
+      const stop = skip + (limit - ids.length) - 1;
+      const part = TERMINAL.has(state) ? await c.zrevrange(set, skip, stop) : await c.zrange(set, skip, stop);
+      ids.push(...part);
+      skip = 0;
+    }
+    return { total, jobs: await this.rows(q, ids) };
+  }
+
+  /**
+   * How many jobs of an ended state finished at least `olderThanMs` ago (server clock; 0 = all):
+   * what `queue.clean()` with the same arguments would delete, for progress totals.
+   */
+  async countEnded(
+    queue: string,
+    state: 'completed' | 'dead' | 'cancelled',
+    olderThanMs = 0,
+  ): Promise<number> {
+    const q = this.queue(queue);
+    if (!TERMINAL.has(state)) {
+      throw new EchoMQError('EMQINPUT', `state must be completed, dead or cancelled, got ${String(state)}`);
+    }
+    pageNumber(olderThanMs, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER);
+    return this.client.zcount(q.keys.key(state), '-inf', (await this.now()) - olderThanMs);
+  }
+
+  /** The rows of `ids`, in order; ids whose row is gone (removed meanwhile) are left out. */
+  private async rows(q: Queue, ids: string[]): Promise<JobView[]> {
+    if (ids.length === 0) return [];
+    const pipeline = this.client.pipeline();
+    for (const id of ids) pipeline.hgetall(q.keys.job(id));
+    const replies = (await pipeline.exec()) ?? [];
+    const out: JobView[] = [];
+    replies.forEach(([err, row], i) => {
+      if (err) throw err;
+      const r = row as Record<string, string>;
+      if (r.state) out.push(jobView(ids[i]!, r));
+    });
+    return out;
+  }
+
+  /**
+   * One job with its history: its entries still in the events stream (capped by the queue's
+   * eventsMaxLen), oldest first. Reads the stream newest first in chunks, back to the job's
+   * creation, at most 50,000 entries. Null when there is no such job.
+   */
+  async job(queue: string, id: string): Promise<JobDetail | null> {
+    const q = this.queue(queue);
+    if (!isJobId(id)) return null; // no row can have it
+    const row = (await this.client.hgetall(q.keys.job(id))) as Record<string, string>;
+    if (!row.state) return null;
+    const view = jobView(id, row);
+    const since = Math.max(0, view.createdAt - HISTORY_SLACK_MS);
+    const key = q.keys.key('events');
+    const history: QueueEvent[] = [];
+    let end = '+';
+    let scanned = 0;
+    let truncated = false;
+    for (;;) {
+      if (scanned >= HISTORY_MAX_SCANNED) {
+        truncated = true;
+        break;
+      }
+      const chunk = (await this.client.xrevrange(key, end, String(since), 'COUNT', HISTORY_CHUNK)) as [
+        string,
+        string[],
+      ][];
+      scanned += chunk.length;
+      for (const [streamId, flat] of chunk) {
+        const e = toEvent(streamId, flat);
+        if (e.id === id) history.push(e);
+      }
+      if (chunk.length < HISTORY_CHUNK) break;
+      end = `(${chunk[chunk.length - 1]![0]}`;
+    }
+    history.reverse();
+    return { ...view, history, historyTruncated: truncated };
+  }
+
+  /** The queue's fixed cadences (Repeat) and job schedulers, soonest next run first. */
+  async schedulers(queue: string): Promise<SchedulersResult> {
+    const q = this.queue(queue);
+    const [repeats, schedulers] = await Promise.all([q.repeat.list(), q.schedulers.list()]);
+    return {
+      repeats: repeats.map((r) => {
+        const out: RepeatSummary = { name: r.name, nextRunAt: r.nextRunAt, everyMs: r.everyMs, runs: r.runs };
+        if (r.lastRunAt !== undefined) out.lastRunAt = r.lastRunAt;
+        return out;
+      }),
+      schedulers: schedulers.map((s) => {
+        const out: SchedulerSummary = {
+          id: s.id,
+          nextRunAt: s.nextRunAt ?? -1,
+          name: s.name,
+          iterationCount: s.iterationCount,
+        };
+        if (s.repeat.pattern !== undefined) out.pattern = s.repeat.pattern;
+        if (s.repeat.every !== undefined) out.every = s.repeat.every;
+        if (s.repeat.tz !== undefined) out.tz = s.repeat.tz;
+        if (s.repeat.limit !== undefined) out.limit = s.repeat.limit;
+        if (s.ended !== undefined) out.ended = s.ended;
+        return out;
+      }),
+    };
+  }
+
+  /** Consumers that beat in the last 10 minutes, most recently seen first. */
+  async consumers(queue: string): Promise<ConsumerInfo[]> {
+    const q = this.queue(queue);
+    const c = this.client;
+    const now = await this.now();
+    const flat = await c.zrevrangebyscore(
+      q.keys.key('consumers'),
+      '+inf',
+      now - CONSUMER_WINDOW_MS,
+      'WITHSCORES',
+    );
+    if (flat.length === 0) return [];
+    const ids = flat.filter((_, i) => i % 2 === 0);
+    const infos = await c.hmget(q.keys.key('consumers:info'), ...ids);
+    return ids.map((id, i) => {
+      let info: Record<string, unknown> = {};
+      try {
+        info = (JSON.parse(infos[i] ?? '{}') as Record<string, unknown>) ?? {};
+      } catch {
+        // a runtime that wrote something else: show the id and time only
+      }
+      return {
+        id,
+        lastSeen: Number(flat[i * 2 + 1]),
+        host: typeof info.host === 'string' ? info.host : '',
+        pid: Number(info.pid ?? 0),
+        concurrency: Number(info.concurrency ?? 0),
+        running: Number(info.running ?? 0),
+      };
+    });
+  }
+}

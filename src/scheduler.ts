@@ -1,0 +1,408 @@
+// JobSchedulers: recurring jobs by a fixed interval, a cron pattern, or once immediately. Each
+// scheduler keeps exactly one upcoming occurrence, an ordinary delayed job (state scheduled, on
+// `P schedule` at its run instant, `runat` on the row) whose id is derived from the scheduler id
+// and that instant, so upserts, restarts and racing consumers never duplicate a run.
+//
+// The hand-off: cron is computed here (src/next-run.ts), not in Lua, so the scripts cannot make
+// the next occurrence by themselves. A consumer's beat calls advance(): getJobScheduler lists the
+// schedulers whose occurrence instant has come and whose occurrence no longer waits in schedule
+// (promoted, running, finished...); for each, the next instant is computed from the occurrence's
+// instant and updateJobScheduler makes it, compare-and-set on the occurrence it was computed from,
+// so of consumers racing on one occurrence exactly one advances the scheduler.
+//
+// Keys: `P schedulers` (zset: scheduler id scored by its upcoming occurrence's instant, +inf once
+// ended) and `P scheduler:<id>` (hash: repeat options, template, current occurrence, count).
+import { Backoff, type BackoffPolicy } from './backoff.js';
+import { encodeJson, parseMaybe } from './codec.js';
+import { EchoMQError } from './errors.js';
+import { assertName } from './keyspace.js';
+import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
+import { assertRecurrenceName, type RecurrenceHost, wholeNumber } from './repeat.js';
+
+/** Options of the jobs a scheduler makes (as in EnqueueOptions, without an id). */
+export interface SchedulerJobOptions {
+  /** Lower runs first; 0 (default) runs before any prioritised job. */
+  priority?: number;
+  /** The lane (group) each occurrence waits in. */
+  group?: string;
+  /** Attempts each occurrence may make, retries included. Default 1: the next occurrence is the retry. */
+  attempts?: number;
+  /** The retry delay curve; default: the consumer's policy. */
+  backoff?: BackoffPolicy;
+}
+
+/** What every occurrence is made from. */
+export interface SchedulerTemplate<T = unknown> {
+  /** The job name of each occurrence. Default: the scheduler id. */
+  name?: string;
+  /** The job data of each occurrence. Default {}. */
+  data?: T;
+  opts?: SchedulerJobOptions;
+}
+
+/** Repeat options as stored: dates as epoch ms. */
+export type StoredRepeat = Omit<RepeatOptions, 'startDate' | 'endDate'> & {
+  startDate?: number;
+  endDate?: number;
+};
+
+/**
+ * 'created': a new scheduler; 'replaced': its repeat options changed, so its waiting occurrence
+ * was removed and a new one made; 'updated': same repeat options, the template is stored (and
+ * written onto the waiting occurrence, which keeps its instant); 'ended': stored, but there is
+ * no run left (limit reached, endDate passed).
+ */
+export type UpsertStatus = 'created' | 'replaced' | 'updated' | 'ended';
+
+export interface UpsertResult {
+  status: UpsertStatus;
+  /** The upcoming occurrence's instant (server-clock epoch ms), or null when there is none. */
+  nextRunAt: number | null;
+  /** The current occurrence's job id (the upcoming one, or one already released), or null when none. */
+  jobId: string | null;
+}
+
+export interface SchedulerView<T = unknown> {
+  id: string;
+  /** The key it is listed and removed by (removeByKey): the scheduler id itself. */
+  key: string;
+  /** The job name of each occurrence. */
+  name: string;
+  repeat: StoredRepeat;
+  template: { data: T; opts: SchedulerJobOptions };
+  /** The upcoming occurrence's instant, or null once the scheduler has ended. */
+  nextRunAt: number | null;
+  /** The current occurrence: the upcoming one, or the last one made. */
+  jobId?: string;
+  /** Occurrences made so far (the count `limit` is checked against). */
+  iterationCount: number;
+  /** Set once there is no run left: 'limit', 'endDate' or 'done' (a single run made). */
+  ended?: string;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface AdvanceResult {
+  /** Ids of the occurrences made. */
+  made: string[];
+  /** Ids of the schedulers that ended. */
+  ended: string[];
+  /**
+   * Ids of schedulers whose stored repeat options this runtime cannot compute (written by another
+   * runtime in a dialect it does not read): left as they are, for a runtime that can.
+   */
+  skipped: string[];
+  /** The server's now, and the next instant a scheduler becomes due (-1: none). */
+  now: number;
+  nextDue: number;
+}
+
+const REPEAT_KEYS = new Set(['every', 'pattern', 'tz', 'immediately', 'startDate', 'endDate', 'limit']);
+const TEMPLATE_KEYS = new Set(['name', 'data', 'opts']);
+const JOB_OPTION_KEYS = new Set(['priority', 'group', 'attempts', 'backoff']);
+const PRIORITY_MAX = 2 ** 21;
+/** Compare-and-set retries of one upsert racing other writers of the same scheduler. */
+const UPSERT_TRIES = 10;
+
+function toMs(value: number | Date | string): number {
+  if (typeof value === 'number') return value;
+  if (value instanceof Date) return value.getTime();
+  return Date.parse(value);
+}
+
+/** The repeat options in one canonical form, so an unchanged definition is the same text. */
+function canonical(r: RepeatOptions): StoredRepeat {
+  const out: StoredRepeat = {};
+  if (r.every !== undefined) out.every = r.every;
+  if (r.pattern !== undefined) out.pattern = r.pattern;
+  if (r.tz !== undefined) out.tz = r.tz;
+  if (r.immediately === true) out.immediately = true;
+  if (r.startDate !== undefined) out.startDate = toMs(r.startDate);
+  if (r.endDate !== undefined) out.endDate = toMs(r.endDate);
+  if (r.limit !== undefined) out.limit = r.limit;
+  return out;
+}
+
+/** Why a schedule with `count` runs made has no next run. */
+function endReason(r: StoredRepeat, count: number): string {
+  if (r.limit !== undefined && count >= r.limit) return 'limit';
+  if (r.endDate !== undefined) return 'endDate';
+  return 'done';
+}
+
+/**
+ * The next occurrence after the one at `prev`, as the hand-off computes it at server time `now`:
+ * - the next slot of the cadence after `prev`, when it has not passed;
+ * - that slot even though it has passed, when the slot after it has not (the hand-off is late by
+ *   less than a period: the run happens at once, nothing is skipped);
+ * - else, with two or more slots missed (no hand-off ran for a while), the first slot after now:
+ *   missed runs are not made up, so there is no burst (for `every`, on the grid prev + k * every).
+ * Null when the schedule is over (`count` runs made reach `limit`, or the run would pass `endDate`).
+ */
+export function nextOccurrence(r: StoredRepeat, prev: number, count: number, now: number): number | null {
+  const next = calculateNextMillis(r, prev, count);
+  if (next === null || next >= now) return next;
+  const after = calculateNextMillis(r, next, count + 1);
+  if (after === null || after > now) return next;
+  if (r.every !== undefined) {
+    return calculateNextMillis(r, prev + Math.floor((now - prev) / r.every) * r.every, count);
+  }
+  return calculateNextMillis(r, now, count);
+}
+
+interface Template {
+  name: string;
+  data: string;
+  prio: string;
+  group: string;
+  max: string;
+  backoff: string;
+}
+
+interface Read {
+  now: number;
+  score: string;
+  fields: Record<string, string>;
+  jobState: string;
+  waiting: boolean;
+}
+
+function parseScore(score: string): number | null {
+  return score === '' || score === 'inf' || score === '+inf' ? null : Number(score);
+}
+
+function view(id: string, score: string, row: Record<string, string>): SchedulerView {
+  const opts: SchedulerJobOptions = {};
+  if (row.prio !== undefined) opts.priority = Number(row.prio);
+  if (row.group !== undefined) opts.group = row.group;
+  if (row.max !== undefined) opts.attempts = Number(row.max);
+  if (row.backoff !== undefined) opts.backoff = JSON.parse(row.backoff) as BackoffPolicy;
+  const out: SchedulerView = {
+    id,
+    key: id,
+    name: row.name ?? '',
+    repeat: JSON.parse(row.repeat ?? '{}') as StoredRepeat,
+    template: { data: parseMaybe(row.data), opts },
+    nextRunAt: row.ended !== undefined ? null : parseScore(score),
+    iterationCount: Number(row.count ?? 0),
+    createdAt: Number(row.created ?? 0),
+    updatedAt: Number(row.updated ?? 0),
+  };
+  if (row.job) out.jobId = row.job;
+  if (row.ended !== undefined) out.ended = row.ended;
+  return out;
+}
+
+export class JobSchedulers {
+  constructor(private readonly queue: RecurrenceHost) {}
+
+  /**
+   * Creates or changes the scheduler `id`. Re-upserting the same repeat options keeps the
+   * upcoming occurrence (its id and instant; the template is refreshed), so calling upsert on
+   * every start neither duplicates nor postpones a run. New repeat options replace the upcoming
+   * occurrence if it has not started. Throws EMQCRON for a bad pattern or time zone and EMQINPUT
+   * for other bad options, before anything is stored.
+   */
+  async upsert(id: string, repeat: RepeatOptions, template: SchedulerTemplate = {}): Promise<UpsertResult> {
+    this.queue.connector.assertOpen();
+    assertRecurrenceName('scheduler id', id);
+    if (typeof repeat === 'object' && repeat !== null) {
+      for (const key of Object.keys(repeat)) {
+        if (!REPEAT_KEYS.has(key)) {
+          throw new EchoMQError(
+            'EMQINPUT',
+            `unknown repeat option "${key}"; known: ${[...REPEAT_KEYS].join(', ')}`,
+          );
+        }
+      }
+    }
+    validateRepeatOptions(repeat);
+    const stored = canonical(repeat);
+    const json = JSON.stringify(stored);
+    const t = this.template(id, template);
+    for (let i = 0; i < UPSERT_TRIES; i++) {
+      const read = await this.read(id);
+      const exists = read.fields.repeat !== undefined;
+      let count = Number(read.fields.count ?? 0);
+      let next: number | null = null;
+      let ended = '';
+      if (!exists || read.fields.repeat !== json) {
+        if (read.waiting) count -= 1; // the waiting occurrence is replaced, not run
+        next = calculateNextMillis(stored, read.now, count);
+        if (next === null) ended = endReason(stored, count);
+      }
+      const [status, nextAt, jobId] = (await this.queue.run('addJobScheduler', [
+        this.queue.keys.prefix,
+        id,
+        json,
+        t.name,
+        t.data,
+        t.prio,
+        t.group,
+        t.max,
+        t.backoff,
+        next ?? '',
+        read.fields.job ?? '',
+        count,
+        ended,
+      ])) as [string, number | string, string];
+      if (status !== 'stale') {
+        return {
+          status: status as UpsertStatus,
+          nextRunAt: nextAt === '' ? null : Number(nextAt),
+          jobId: status === 'ended' || jobId === '' ? null : jobId,
+        };
+      }
+    }
+    throw new EchoMQError('EMQSTATE', `scheduler ${id} kept changing while it was upserted; try again`);
+  }
+
+  /** The scheduler, or null when there is none with that id. */
+  async get(id: string): Promise<SchedulerView | null> {
+    assertRecurrenceName('scheduler id', id);
+    const read = await this.read(id);
+    if (read.fields.repeat === undefined) return null;
+    return view(id, read.score, read.fields);
+  }
+
+  /** Schedulers by upcoming run, soonest first (ended ones last), by rank: start..end inclusive. */
+  async list(range: { start?: number; end?: number } = {}): Promise<SchedulerView[]> {
+    this.queue.connector.assertOpen();
+    const start = wholeNumber(range.start ?? 0, 'start', Number.MIN_SAFE_INTEGER);
+    const end = wholeNumber(range.end ?? -1, 'end', Number.MIN_SAFE_INTEGER);
+    const c = this.queue.connector.client;
+    const flat = await c.zrange(this.queue.keys.key('schedulers'), start, end, 'WITHSCORES');
+    if (flat.length === 0) return [];
+    const pipeline = c.pipeline();
+    for (let i = 0; i < flat.length; i += 2)
+      pipeline.hgetall(`${this.queue.keys.prefix}scheduler:${flat[i]}`);
+    const rows = ((await pipeline.exec()) ?? []).map(([err, row]) => {
+      if (err) throw err;
+      return row as Record<string, string>;
+    });
+    const out: SchedulerView[] = [];
+    rows.forEach((row, j) => {
+      if (row.repeat !== undefined) out.push(view(flat[j * 2]!, flat[j * 2 + 1]!, row));
+    });
+    return out;
+  }
+
+  /** How many schedulers the queue has (ended ones included). */
+  async count(): Promise<number> {
+    this.queue.connector.assertOpen();
+    return this.queue.connector.client.zcard(this.queue.keys.key('schedulers'));
+  }
+
+  /**
+   * Removes the scheduler and its upcoming occurrence if that has not started (one already
+   * released runs on as an ordinary job). True when it existed.
+   */
+  async remove(id: string): Promise<boolean> {
+    assertRecurrenceName('scheduler id', id);
+    return (await this.queue.run('removeJobScheduler', [this.queue.keys.prefix, id])) === 1;
+  }
+
+  /** remove() by the key a scheduler is listed under (its id; the repeatable-jobs era name). */
+  removeByKey(key: string): Promise<boolean> {
+    return this.remove(key);
+  }
+
+  /**
+   * The hand-off (a leg of the consumer's beat): makes the next occurrence of every scheduler
+   * whose occurrence was released (at most `batch`), or ends it when its schedule is over.
+   */
+  async advance(batch = 100): Promise<AdvanceResult> {
+    const [now, nextDue, flat] = (await this.queue.run('getJobScheduler', [
+      this.queue.keys.prefix,
+      'due',
+      wholeNumber(batch, 'batch', 1),
+    ])) as [number, number, string[]];
+    const calls: Promise<[string, number | string, string]>[] = [];
+    const ids: string[] = [];
+    const out: AdvanceResult = { made: [], ended: [], skipped: [], now, nextDue };
+    for (let i = 0; i < flat.length; i += 5) {
+      const [id, job, at, count, json] = flat.slice(i, i + 5) as [string, string, string, string, string];
+      let next: number | null;
+      let ended = '';
+      try {
+        const r = JSON.parse(json) as StoredRepeat;
+        next = nextOccurrence(r, Number(at), Number(count), now);
+        if (next === null) ended = endReason(r, Number(count));
+      } catch {
+        // Options written by another runtime in a dialect this one does not read (a cron
+        // extension, say): ending the scheduler would destroy it for everyone; leave it.
+        out.skipped.push(id);
+        continue;
+      }
+      ids.push(id);
+      calls.push(
+        this.queue.run('updateJobScheduler', [this.queue.keys.prefix, id, job, next ?? '', ended]) as Promise<
+          [string, number | string, string]
+        >,
+      );
+    }
+    for (const [j, [status, at, job]] of (await Promise.all(calls)).entries()) {
+      if (status === 'created' || status === 'exists') {
+        if (status === 'created') out.made.push(job);
+        const when = Number(at);
+        if (out.nextDue < 0 || when < out.nextDue) out.nextDue = when;
+      } else if (status === 'ended') {
+        out.ended.push(ids[j]!);
+      }
+    }
+    return out;
+  }
+
+  // ── helpers ─────────────────────────────────────────────────────────────────
+
+  private async read(id: string): Promise<Read> {
+    const [now, score, flat, jobState, waiting] = (await this.queue.run('getJobScheduler', [
+      this.queue.keys.prefix,
+      'one',
+      id,
+    ])) as [number, string, string[], string, number];
+    const fields: Record<string, string> = {};
+    for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+    return { now, score, fields, jobState, waiting: waiting === 1 };
+  }
+
+  private template(id: string, template: SchedulerTemplate): Template {
+    if (typeof template !== 'object' || template === null) {
+      throw new EchoMQError('EMQINPUT', 'the scheduler template must be an object { name, data, opts }');
+    }
+    for (const key of Object.keys(template)) {
+      if (!TEMPLATE_KEYS.has(key)) {
+        throw new EchoMQError(
+          'EMQINPUT',
+          `unknown template field "${key}"; known: ${[...TEMPLATE_KEYS].join(', ')}`,
+        );
+      }
+    }
+    const name = template.name ?? id;
+    if (typeof name !== 'string' || name.length > 200) {
+      throw new EchoMQError('EMQINPUT', 'name must be a string of at most 200 characters');
+    }
+    const opts = template.opts ?? {};
+    for (const key of Object.keys(opts)) {
+      if (!JOB_OPTION_KEYS.has(key)) {
+        throw new EchoMQError(
+          'EMQINPUT',
+          `unknown job option "${key}"; known: ${[...JOB_OPTION_KEYS].join(', ')}`,
+        );
+      }
+    }
+    if (opts.group !== undefined) assertName('group', opts.group);
+    return {
+      name,
+      data: encodeJson(
+        template.data === undefined ? {} : template.data,
+        'job data',
+        this.queue.maxPayloadBytes,
+      ),
+      prio: String(wholeNumber(opts.priority ?? 0, 'priority', 0, PRIORITY_MAX)),
+      group: opts.group ?? '',
+      max: opts.attempts === undefined ? '' : String(wholeNumber(opts.attempts, 'attempts', 1, 1_000_000)),
+      backoff: opts.backoff === undefined ? '' : JSON.stringify(Backoff.validate(opts.backoff)),
+    };
+  }
+}

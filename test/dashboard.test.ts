@@ -1,0 +1,489 @@
+// The dashboard against a real redis-server: over HTTP (auth, read-only, CSRF, escaping,
+// binding, mounting under a base path, the shared event readers), and in headless Chromium
+// (overview, a dead job, retry, and the job completing live on the page over SSE).
+// Tests wait on events and bounded polls of observable state; none sleeps to "let it run".
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Consumer, Handler } from '../src/consumer.js';
+import { DASHBOARD_JS } from '../src/dashboard/assets.js';
+import { type DashboardOptions, dashboardHandler, startDashboard } from '../src/dashboard.js';
+import { EchoMQ } from '../src/echomq.js';
+import type { EnqueueOptions, Queue } from '../src/jobs.js';
+import { uniqueQueue, useRedisServer } from './support/harness.js';
+
+const env = useRedisServer();
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const CHROMIUM = '/usr/bin/chromium';
+
+let mq: EchoMQ;
+let raw: Redis;
+let name: string;
+let q: Queue;
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+
+beforeEach(async () => {
+  mq = await EchoMQ.connect({ url: env.server.url });
+  raw = env.server.client();
+  name = uniqueQueue('dash');
+  q = mq.queue(name);
+});
+
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  await mq.close();
+  await raw.quit();
+});
+
+// ── helpers ─────────────────────────────────────────────────────────────────────
+
+async function dashboard(opts: DashboardOptions = {}) {
+  const d = await startDashboard({ mq, port: 0, ...opts });
+  cleanups.push(() => d.close());
+  return d;
+}
+
+function consume(handler: Handler<unknown, unknown>): Consumer {
+  const c = q.consume(handler, { concurrency: 2, beatMs: 200 });
+  cleanups.push(() => c.close({ timeoutMs: 0 }));
+  return c;
+}
+
+/** Enqueues a job and lets a consumer fail it for good; resolves with its id once it is dead. */
+async function deadJob(data: unknown, opts: EnqueueOptions = {}, message = 'boom'): Promise<string> {
+  const c = q.consume(
+    () => {
+      throw new Error(message);
+    },
+    { concurrency: 1, beatMs: 200 },
+  );
+  const { id } = await q.enqueue(data, { attempts: 1, ...opts });
+  await new Promise<void>((resolve) => {
+    c.on('failed', (job, _err, outcome) => {
+      if (job.id === id && outcome === 'dead') resolve();
+    });
+  });
+  await c.close({ timeoutMs: 0 });
+  return id;
+}
+
+/** The CSRF token a page carries in its meta tag. */
+async function csrfOf(url: string, init: RequestInit = {}): Promise<string> {
+  const html = await (await fetch(url, init)).text();
+  const m = /<meta name="csrf-token" content="([^"]+)">/.exec(html);
+  if (!m) throw new Error('no csrf meta tag on the page');
+  return m[1]!;
+}
+
+function form(fields: Record<string, string>): RequestInit {
+  return {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(fields).toString(),
+    redirect: 'manual',
+  };
+}
+
+/** Reads a server-sent event stream until `until` matches the text read so far. */
+async function readStream(res: Response, until: (text: string) => boolean): Promise<string> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  while (!until(text)) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  reader.releaseLock();
+  return text;
+}
+
+/** Clients blocked in XREAD (with no consumer running: the dashboard's event readers). */
+async function eventReaders(): Promise<number> {
+  const list = (await raw.client('LIST')) as string;
+  return list.split('\n').filter((l) => l.includes('cmd=xread')).length;
+}
+
+// ── over HTTP ───────────────────────────────────────────────────────────────────
+
+describe('dashboard over HTTP', () => {
+  it('binds 127.0.0.1 by default and serves the overview with security headers', async () => {
+    await q.enqueue({ n: 1 });
+    const d = await dashboard();
+    const addr = d.server.address();
+    expect(typeof addr === 'object' && addr?.address).toBe('127.0.0.1');
+    expect(d.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    const res = await fetch(d.url);
+    expect(res.status).toBe(200);
+    const csp = res.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("default-src 'self'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain('unsafe-inline');
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    const html = await res.text();
+    expect(html).toContain(`data-queue="${name}"`);
+    expect(html).toContain('<svg class="chart"');
+    expect(html).not.toMatch(/<script>|<style>|style="/); // nothing inline for the CSP to allow
+
+    // Another interface of this machine does not reach it.
+    const other = Object.values(networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === 'IPv4' && !i.internal);
+    if (other) {
+      const port = (addr as { port: number }).port;
+      const refused = await new Promise<string>((resolve) => {
+        const s = connect(port, other.address);
+        s.on('connect', () => {
+          s.destroy();
+          resolve('connected');
+        });
+        s.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
+      });
+      expect(refused).toBe('ECONNREFUSED');
+    }
+  });
+
+  it('answers 401 without the basic credentials, and 200 with them', async () => {
+    const d = await dashboard({ auth: { basic: { user: 'admin', password: 's3cret pass' } } });
+    const none = await fetch(d.url);
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toMatch(/^Basic realm=/);
+    const wrong = await fetch(d.url, {
+      headers: { authorization: `Basic ${Buffer.from('admin:nope').toString('base64')}` },
+    });
+    expect(wrong.status).toBe(401);
+    const right = await fetch(d.url, {
+      headers: { authorization: `Basic ${Buffer.from('admin:s3cret pass').toString('base64')}` },
+    });
+    expect(right.status).toBe(200);
+    // Everything is behind it: the JSON API and the metrics too.
+    expect((await fetch(`${d.url}api/overview`)).status).toBe(401);
+    expect((await fetch(`${d.url}metrics`)).status).toBe(401);
+  });
+
+  it('answers 401 without the bearer token, and 200 with it', async () => {
+    const token = 'tok_0123456789abcdef0123';
+    const d = await dashboard({ auth: { bearer: token } });
+    expect((await fetch(d.url)).status).toBe(401);
+    expect(
+      (await fetch(d.url, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status,
+    ).toBe(401);
+    const res = await fetch(`${d.url}api/overview`, { headers: { authorization: `Bearer ${token}` } });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { queues: unknown[] }).queues).toBeInstanceOf(Array);
+  });
+
+  it('in read-only mode shows no action and answers every POST with 403', async () => {
+    const id = await deadJob({ n: 1 });
+    const d = await dashboard({ readOnly: true });
+    const page = await (await fetch(`${d.url}queues/${name}/jobs/${id}`)).text();
+    expect(page).toContain('read-only');
+    expect(page).not.toContain('<form');
+    expect(page).not.toContain('csrf-token');
+    const list = await (await fetch(`${d.url}queues/${name}?state=dead`)).text();
+    expect(list).toContain(id);
+    expect(list).not.toContain('<form');
+    const res = await fetch(`${d.url}queues/${name}/jobs/${id}/retry`, form({ _csrf: 'x', return: '/' }));
+    expect(res.status).toBe(403);
+    expect((await q.get(id))?.state).toBe('dead');
+  });
+
+  it('refuses an action without the CSRF token, with a wrong one, or from another origin', async () => {
+    const id = await deadJob({ n: 1 });
+    const d = await dashboard();
+    const token = await csrfOf(d.url);
+    const action = `${d.url}queues/${name}/jobs/${id}/retry`;
+    expect((await fetch(action, form({ return: '/' }))).status).toBe(403);
+    expect((await fetch(action, form({ _csrf: 'wrong', return: '/' }))).status).toBe(403);
+    const json = await fetch(action, { method: 'POST', headers: { accept: 'application/json' } });
+    expect(json.status).toBe(403);
+    expect(await json.json()).toEqual({ error: 'missing or wrong CSRF token' });
+    const foreign = await fetch(action, {
+      method: 'POST',
+      headers: { 'x-csrf-token': token, origin: 'http://evil.example' },
+    });
+    expect(foreign.status).toBe(403);
+    expect((await q.get(id))?.state).toBe('dead');
+  });
+
+  it('retries a dead job through a form post with the token (303 back) and through JSON', async () => {
+    const a = await deadJob({ n: 1 });
+    const b = await deadJob({ n: 2 });
+    const d = await dashboard();
+    const token = await csrfOf(d.url);
+    const page = `/queues/${name}/jobs/${a}`;
+    const res = await fetch(`${d.url}queues/${name}/jobs/${a}/retry`, form({ _csrf: token, return: page }));
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe(page);
+    expect((await q.get(a))?.state).toBe('pending');
+    // A verb's refusal is its status (a dead job cannot be cancelled: EMQSTATE).
+    expect((await fetch(`${d.url}queues/${name}/jobs/${b}/cancel`, form({ _csrf: token }))).status).toBe(409);
+    // An off-site return address is not followed.
+    const off = await fetch(
+      `${d.url}queues/${name}/pause`,
+      form({ _csrf: token, return: '//evil.example/' }),
+    );
+    expect(off.status).toBe(303);
+    expect(off.headers.get('location')).toBe('/');
+    expect(await q.isPaused()).toBe(true);
+    const json = await fetch(`${d.url}queues/${name}/retry-all`, {
+      method: 'POST',
+      headers: { 'x-csrf-token': token, origin: d.url.slice(0, -1) },
+    });
+    expect(json.status).toBe(200);
+    expect(await json.json()).toEqual({ ok: true, result: 1 });
+    expect((await q.get(b))?.state).toBe('pending');
+    const removed = await fetch(`${d.url}queues/${name}/jobs/${b}/remove`, {
+      method: 'POST',
+      headers: { 'x-csrf-token': token },
+    });
+    expect(await removed.json()).toEqual({ ok: true, result: true });
+    expect(await q.get(b)).toBeNull();
+  });
+
+  it('escapes a payload, a job name and an error message everywhere', async () => {
+    const evil = '<script>alert(1)</script>';
+    const id = await deadJob({ html: evil }, { name: evil }, `bad ${evil}`);
+    const d = await dashboard();
+    for (const path of [`queues/${name}/jobs/${id}`, `queues/${name}?state=dead`]) {
+      const html = await (await fetch(d.url + path)).text();
+      expect(html).not.toContain(evil);
+      expect(html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    }
+    // A queue name from the URL that does not exist is escaped in the 404 page too.
+    const res = await fetch(`${d.url}queues/${encodeURIComponent(evil)}`);
+    expect(res.status).toBe(404);
+    expect(await res.text()).not.toContain(evil);
+  });
+
+  it('refuses a Host header other than a loopback name (DNS rebinding)', async () => {
+    const d = await dashboard();
+    const port = (d.server.address() as { port: number }).port;
+    const status = await new Promise<number>((resolve, reject) => {
+      const s = connect(port, '127.0.0.1', () => {
+        s.write('GET / HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n');
+      });
+      let text = '';
+      s.on('data', (d) => {
+        text += d;
+      });
+      s.on('end', () => resolve(Number(text.split(' ')[1])));
+      s.on('error', reject);
+    });
+    expect(status).toBe(403);
+    expect((await fetch(`http://localhost:${port}/`)).status).toBe(200);
+  });
+
+  it('mounts under /admin/queues in a plain http server with dashboardHandler', async () => {
+    const id = await deadJob({ n: 1 });
+    const handler = dashboardHandler({ mq, basePath: '/admin/queues' });
+    cleanups.push(() => handler.close());
+    const server: Server = createServer((req, res) =>
+      handler(req, res, () => {
+        res.statusCode = 404;
+        res.end('the app');
+      }),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    const origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+
+    const app = await fetch(`${origin}/elsewhere`);
+    expect(await app.text()).toBe('the app');
+    const overview = await fetch(`${origin}/admin/queues`);
+    expect(overview.status).toBe(200);
+    const html = await overview.text();
+    expect(html).toContain(`href="/admin/queues/queues/${name}"`);
+    expect(html).toContain('src="/admin/queues/assets/dashboard.js"');
+    expect((await fetch(`${origin}/admin/queues/assets/dashboard.css`)).headers.get('content-type')).toMatch(
+      /^text\/css/,
+    );
+    const token = await csrfOf(`${origin}/admin/queues/`);
+    const back = `/admin/queues/queues/${name}?state=dead`;
+    const res = await fetch(
+      `${origin}/admin/queues/queues/${name}/jobs/${id}/retry`,
+      form({ _csrf: token, return: back }),
+    );
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe(back);
+    expect((await q.get(id))?.state).toBe('pending');
+    expect((await fetch(`${origin}/admin/queues/metrics`)).status).toBe(200);
+  });
+
+  it('streams events over SSE with one reader per queue, shared, and closed with the last client', async () => {
+    await q.enqueue({ n: 0 }); // registers the queue
+    const d = await dashboard({ metrics: false });
+    const before = await eventReaders();
+    const open = () => {
+      const ctl = new AbortController();
+      return { ctl, res: fetch(`${d.url}api/events?queue=${name}`, { signal: ctl.signal }) };
+    };
+    const a = open();
+    const b = open();
+    const ra = await a.res;
+    const rb = await b.res;
+    expect(ra.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    await readStream(ra, (t) => t.includes('event: ready'));
+    await readStream(rb, (t) => t.includes('event: ready'));
+    await vi.waitFor(async () => expect(await eventReaders()).toBe(before + 1), { timeout: 5000 });
+    const { id } = await q.enqueue({ n: 1 }, { name: '<b>x</b>' });
+    const text = await readStream(ra, (t) => t.includes(id));
+    const line = text.split('\n').find((l) => l.startsWith('data: ') && l.includes(id))!;
+    expect(JSON.parse(line.slice(6))).toMatchObject({
+      queue: name,
+      event: 'added',
+      id,
+      fields: { name: '<b>x</b>' },
+    });
+    a.ctl.abort();
+    await vi.waitFor(async () => expect(await eventReaders()).toBe(before + 1), { timeout: 5000 });
+    b.ctl.abort();
+    await vi.waitFor(async () => expect(await eventReaders()).toBe(before), { timeout: 5000 });
+    // An unknown queue opens nothing.
+    expect((await fetch(`${d.url}api/events?queue=nope-${name}`)).status).toBe(404);
+  });
+
+  it('serves a page script that parses, and JSON for the pages', async () => {
+    expect(() => new Function(DASHBOARD_JS)).not.toThrow();
+    const id = await deadJob({ n: 1 });
+    const d = await dashboard();
+    const job = (await (await fetch(`${d.url}api/queues/${name}/jobs/${id}`)).json()) as {
+      state: string;
+      history: { event: string }[];
+    };
+    expect(job.state).toBe('dead');
+    expect(job.history.map((e) => e.event)).toEqual(['added', 'active', 'failed', 'retries_exhausted']);
+    const page = (await (await fetch(`${d.url}api/queues/${name}/jobs?state=dead`)).json()) as {
+      total: number;
+    };
+    expect(page.total).toBe(1);
+    expect((await fetch(`${d.url}api/queues/${name}/jobs?state=bogus`)).status).toBe(400);
+    const svg = await fetch(`${d.url}api/chart.svg?queue=${name}`);
+    expect(svg.headers.get('content-type')).toMatch(/^image\/svg\+xml/);
+    expect(await svg.text()).toMatch(/^<svg class="chart"/);
+    await q.schedulers.upsert(
+      'nightly-<i>',
+      { pattern: '0 3 * * *', tz: 'Europe/Berlin' },
+      { name: 'report' },
+    );
+    await q.repeat.register('heartbeat', 60_000, { ping: true });
+    const schedulers = await (await fetch(`${d.url}queues/${name}/schedulers`)).text();
+    expect(schedulers).toContain('nightly-&lt;i&gt;');
+    expect(schedulers).toContain('cron 0 3 * * * (Europe/Berlin)');
+    expect(schedulers).toContain('heartbeat');
+    expect(schedulers).toMatch(/<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ<\/td>/); // a next run
+  });
+});
+
+// ── in a browser ────────────────────────────────────────────────────────────────
+
+const HAS_CHROMIUM = existsSync(CHROMIUM);
+
+describe.skipIf(!HAS_CHROMIUM)(
+  HAS_CHROMIUM
+    ? 'in headless Chromium'
+    : `in headless Chromium: SKIPPED, ${CHROMIUM} is missing (install it with apt-get install -y chromium)`,
+  () => {
+    it('shows the overview, opens a dead job, retries it and sees it complete live over SSE', async () => {
+      const { chromium } = await import('playwright-core');
+      let failing = true;
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const c = consume(async (job) => {
+        if (failing) throw new Error('payment gateway timed out');
+        if (job.id === id) await gate; // the retried job waits until the page watches it
+        return { charged: (job.data as { amount: number }).amount };
+      });
+      const id = 'JOB-dashboard-charge-42';
+      await q.enqueue({ amount: 42 }, { id, name: 'charge', attempts: 1 });
+      await new Promise<void>((resolve) => {
+        c.on('failed', (job, _e, outcome) => {
+          if (job.id === id && outcome === 'dead') resolve();
+        });
+      });
+      failing = false;
+      for (let i = 0; i < 3; i++)
+        await q.enqueue({ amount: i }, { name: 'charge', group: `tenant-${i % 2}` });
+
+      const d = await dashboard();
+      const browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        headless: true,
+        args: [
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
+      });
+      cleanups.push(() => browser.close());
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      const problems: string[] = [];
+      page.on('pageerror', (err) => problems.push(err.message));
+      page.on('console', (m) => {
+        if (m.type() === 'error') problems.push(m.text());
+      });
+
+      // The overview: the queue with its counts and the chart.
+      await page.goto(d.url);
+      const row = page.locator(`tr[data-queue="${name}"]`);
+      await expect.poll(() => row.locator('[data-state="dead"]').textContent()).toBe('1');
+      await expect.poll(() => page.locator('svg.chart').count()).toBe(1);
+      await page.locator('body[data-live="ready"]').waitFor();
+
+      // The queue's dead letters, then the job.
+      await row.locator('a', { hasText: 'dead letters' }).click();
+      await page.locator('#jobs tr[data-job]').first().waitFor();
+      expect(await page.locator('#jobs tr[data-job]').count()).toBe(1);
+      await page.locator(`#jobs a`, { hasText: id }).click();
+      await expect.poll(() => page.locator('#job-state').textContent()).toBe('dead');
+      expect(await page.locator('#job-error').textContent()).toBe('payment gateway timed out');
+      expect(await page.locator('#job-data').textContent()).toContain('"amount": 42');
+      expect(await page.locator('#job-history li').count()).toBe(4);
+
+      // Retry: the form posts and comes back to the job, now waiting for or held by the consumer.
+      await page.locator('#job-actions button[data-action="retry"]').click();
+      await page.waitForURL(`**/queues/${name}/jobs/${id}`);
+      await page.locator('body[data-live="ready"]').waitFor();
+      expect(['pending', 'active']).toContain(await page.locator('#job-state').textContent());
+      await page.evaluate(() => {
+        (globalThis as unknown as { stayed: boolean }).stayed = true;
+      });
+
+      // The consumer finishes it: the page learns it from the event stream, without a reload.
+      release();
+      await expect
+        .poll(() => page.locator('#job-state').textContent(), { timeout: 10_000 })
+        .toBe('completed');
+      expect(await page.evaluate(() => (globalThis as unknown as { stayed?: boolean }).stayed)).toBe(true);
+      await expect.poll(() => page.locator('#job-result').textContent()).toContain('"charged": 42');
+      expect(await page.locator('#job-actions form[action$="/retry"]:not([hidden])').count()).toBe(0);
+      expect(await page.locator('#job-history li').allTextContents()).toEqual(
+        expect.arrayContaining([expect.stringContaining('completed')]),
+      );
+
+      mkdirSync(join(ROOT, 'test-artifacts'), { recursive: true });
+      await page.screenshot({ path: join(ROOT, 'test-artifacts', 'dashboard.png'), fullPage: true });
+      // The queue page too, with its tabs, lanes and consumers.
+      await page.goto(`${d.url}queues/${name}?state=completed`);
+      await expect.poll(() => page.locator('#jobs tr[data-job]').count()).toBe(4);
+      expect(await page.locator('nav.lanes .tab').count()).toBe(2);
+      await page.screenshot({ path: join(ROOT, 'test-artifacts', 'dashboard-queue.png'), fullPage: true });
+      await page.goto(d.url);
+      await expect.poll(() => row.locator('[data-state="completed"]').textContent()).toBe('4');
+      await page.screenshot({ path: join(ROOT, 'test-artifacts', 'dashboard-overview.png'), fullPage: true });
+      expect(problems).toEqual([]);
+    }, 120_000); // Chromium's start alone takes seconds on a loaded CI machine
+  },
+);

@@ -1,0 +1,86 @@
+// The examples of the README's "Flow control" section run: each examples/<feature>.ts is run as
+// its own process against a throw-away redis-server (REDIS_URL), exits 0 by itself and prints
+// what it promises; and the README shows each one character for character.
+// They import 'echomq', the built package: `npm test` builds it first (pretest).
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { useRedisServer } from './support/harness.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const env = useRedisServer();
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runExample(file: string, timeoutMs = 20_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const { REDIS_URL: _url, ...rest } = process.env;
+    const child = spawn(process.execPath, ['--import', 'tsx', file], {
+      cwd: root,
+      env: { ...rest, REDIS_URL: env.server.url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Each example and lines (or patterns) its output must hold. */
+const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
+  [
+    'examples/lanes.ts',
+    ['started in order: big acme small big big big', 'lane acme: concurrency 1, 0 waiting'],
+  ],
+  ['examples/priorities.ts', ['password reset, invoice, receipt, weekly report']],
+  ['examples/rate-limits.ts', ['call 7', '7 calls in 3 windows of 500 ms']],
+  ['examples/pause.ts', ['paused: true, pending: 1', 'ran enqueued while paused', 'paused: false']],
+  ['examples/dedupe.ts', ['throttle: deduplicated, kept the first: true', 'ran with sync', 'ran with echo']],
+  ['examples/retention.ts', ['kept: {"completed":3,"dead":1}', 'cleaned: 1']],
+  ['examples/progress.ts', ['progress {"done":1,"of":3}', 'last progress: {"done":3,"of":3}']],
+  ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
+];
+
+describe.concurrent('examples/<feature>.ts', () => {
+  for (const [file, expected] of EXAMPLES) {
+    it(`${file} runs against REDIS_URL, exits 0 and prints what it shows`, async () => {
+      const run = await runExample(file);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      const lines = run.stdout.trimEnd().split('\n');
+      for (const line of expected) {
+        if (typeof line === 'string') expect(lines).toContain(line);
+        else expect(run.stdout).toMatch(line);
+      }
+    });
+  }
+});
+
+describe('README "Flow control"', () => {
+  it('shows every example file as it is', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('\n## Flow control\n'));
+    expect(readme).toContain('\n## Flow control\n');
+    for (const [file] of EXAMPLES) {
+      const text = readFileSync(join(root, file), 'utf8');
+      expect(section, `${file} in the README`).toContain(`\`\`\`ts\n${text}\`\`\`\n`);
+    }
+  });
+});

@@ -1,0 +1,21 @@
+// A consumer in a process of its own, for the crash tests (a test SIGKILLs it mid-job).
+// Usage: node --import tsx test/support/consumer-process.ts <redis-url> <queue> <leaseMs>
+// Its handler prints `started <job id>` and never returns, so the job stays held under this
+// process's lease until the process dies; the lease is extended by the consumer as usual.
+import { EchoMQ } from '../../src/echomq.js';
+
+const [url, queue, leaseMs] = process.argv.slice(2);
+if (!url || !queue || !leaseMs) {
+  process.stderr.write('usage: consumer-process.ts <redis-url> <queue> <leaseMs>\n');
+  process.exit(2);
+}
+
+const mq = await EchoMQ.connect({ url });
+mq.queue(queue).consume(
+  async (job) => {
+    process.stdout.write(`started ${job.id}\n`);
+    await new Promise<never>(() => {}); // held until the process is killed
+  },
+  { concurrency: 1, leaseMs: Number(leaseMs) },
+);
+process.stdout.write('ready\n');
