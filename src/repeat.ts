@@ -6,7 +6,7 @@
 // occurrence mint it once. The consumer's beat runs the pump; `pump()` is here for tools and tests.
 import { encodeJson, parseMaybe } from './codec.js';
 import type { Connector } from './connector.js';
-import { EchoMQError, optionsObject } from './errors.js';
+import { EchoMQError, optionsObject, showValue } from './errors.js';
 import type { Keyspace } from './keyspace.js';
 import type { ScriptName } from './scripts.js';
 
@@ -107,7 +107,7 @@ export function wholeNumber(
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new EchoMQError(
       'EMQINPUT',
-      `${what} must be a whole number from ${min} to ${max}, got ${String(value)}`,
+      `${what} must be a whole number from ${min} to ${max}, got ${showValue(value)}`,
     );
   }
   return value;
@@ -144,7 +144,7 @@ export class Repeat {
     const first = opts.firstRunMs === undefined ? 'next' : wholeNumber(opts.firstRunMs, 'firstRunMs', 0);
     const catchUp = opts.catchUp ?? 'once';
     if (catchUp !== 'once' && catchUp !== 'all') {
-      throw new EchoMQError('EMQINPUT', `catchUp must be 'once' or 'all', got ${String(opts.catchUp)}`);
+      throw new EchoMQError('EMQINPUT', `catchUp must be 'once' or 'all', got ${showValue(opts.catchUp)}`);
     }
     const max = opts.attempts === undefined ? '' : wholeNumber(opts.attempts, 'attempts', 1, 1_000_000);
     const payload = encodeJson(template, 'repeat template', this.queue.maxPayloadBytes);

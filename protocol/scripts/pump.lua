@@ -69,6 +69,30 @@ local function wake(K)
   redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if not ARGV[1] or not whole(ARGV[2], 1) then return refuse('pump', 'prefix batch; batch a whole number >= 1') end
+-- >>> lib/recurrence.lua
+-- Recurrence: the id of an occurrence is derived from what it is an occurrence of and its
+-- instant: 'JOB' + the instant as 10 Crockford base32 characters (like a minted id's time
+-- part, so occurrences sort by due time among minted ids) + ':' + tag ('r' repeat, 's'
+-- scheduler) + ':' + the name. Two writers racing on one occurrence make the same id, and
+-- the second finds the row already there.
 local B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 local function occurrence_id(tag, name, at)
   local s, rest = '', at
@@ -79,6 +103,7 @@ local function occurrence_id(tag, name, at)
   end
   return 'JOB' .. s .. ':' .. tag .. ':' .. name
 end
+-- <<< lib/recurrence.lua
 
 local p = ARGV[1]
 local R = KEYS[1]

@@ -1,0 +1,386 @@
+// Repeat against a real redis-server: register (the seeds' @register) and its record, the pump
+// minting one branded job per due occurrence on the server clock, pumps racing on two
+// connections, the missed-run policy ('once' by default, 'all' bounded by the batch), unregister,
+// list, and a consumer whose beat runs the pump. Periods are tens of milliseconds; no test sleeps
+// for seconds, and past instants stand in for periods no pump ran.
+import type { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Consumer } from '../src/consumer.js';
+import { EchoMQ } from '../src/echomq.js';
+import { EchoMQError, type ErrorCode } from '../src/errors.js';
+import type { Queue } from '../src/jobs.js';
+import { occurrenceId } from '../src/repeat.js';
+import { uniqueQueue, useRedisServer } from './support/harness.js';
+
+const env = useRedisServer();
+
+let mq: EchoMQ;
+let raw: Redis;
+let name: string;
+let q: Queue;
+const others: EchoMQ[] = [];
+const consumers: Consumer[] = [];
+
+beforeEach(async () => {
+  mq = await EchoMQ.connect({ url: env.server.url });
+  raw = env.server.client();
+  name = uniqueQueue('repeat');
+  q = mq.queue(name);
+});
+
+afterEach(async () => {
+  await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 0 })));
+  await Promise.all(others.splice(0).map((m) => m.close()));
+  await mq.close();
+  await raw.quit();
+});
+
+// ── helpers ─────────────────────────────────────────────────────────────────────
+
+function key(suffix: string): string {
+  return `emq:{${name}}:${suffix}`;
+}
+
+async function serverNow(): Promise<number> {
+  const [s, us] = await raw.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+async function score(set: string, member: string): Promise<number | null> {
+  const s = await raw.zscore(key(set), member);
+  return s === null ? null : Number(s);
+}
+
+async function events(): Promise<Record<string, string>[]> {
+  const entries = await raw.xrange(key('events'), '-', '+');
+  return entries.map(([, f]) => {
+    const e: Record<string, string> = {};
+    for (let i = 0; i < f.length; i += 2) e[f[i]!] = f[i + 1]!;
+    return e;
+  });
+}
+
+/** Every occurrence row of the cadence `n`, by id. */
+async function occurrenceRows(n: string): Promise<Map<string, Record<string, string>>> {
+  const keys = await raw.keys(key(`job:JOB*:r:${n}`));
+  const out = new Map<string, Record<string, string>>();
+  for (const k of keys) out.set(k.slice(key('job:').length), await raw.hgetall(k));
+  return out;
+}
+
+async function refused(call: () => unknown): Promise<ErrorCode> {
+  try {
+    await call();
+  } catch (err) {
+    expect(err).toBeInstanceOf(EchoMQError);
+    return (err as EchoMQError).code;
+  }
+  throw new Error('expected the call to be refused');
+}
+
+/** Polls `read` every 5 ms until `done` holds (bounded). */
+async function poll<T>(
+  read: () => Promise<T> | T,
+  done: (v: T) => boolean,
+  what: string,
+  ms = 3000,
+): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await read();
+    if (done(v)) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+// ── register ────────────────────────────────────────────────────────────────────
+
+describe('register (the seeds’ @register)', () => {
+  it('writes the record (period, template) and scores the name by its first run', async () => {
+    const first = (await serverNow()) + 60_000;
+    expect(await q.repeat.register('report', 1000, { kind: 'daily' }, { firstRunMs: first })).toBe(
+      'registered',
+    );
+    expect(await score('repeat', 'report')).toBe(first);
+    const rec = await raw.hgetall(key('repeat:report'));
+    expect(rec).toMatchObject({ every_ms: '1000', template: '{"kind":"daily"}', runs: '0' });
+    expect(rec.catch_up).toBeUndefined();
+    expect(rec.max).toBeUndefined();
+  });
+
+  it('is idempotent on the name: a second register is "exists" and changes nothing', async () => {
+    const first = (await serverNow()) + 60_000;
+    await q.repeat.register('report', 1000, { v: 1 }, { firstRunMs: first });
+    expect(await q.repeat.register('report', 5, { v: 2 }, { firstRunMs: 1, catchUp: 'all' })).toBe('exists');
+    expect(await score('repeat', 'report')).toBe(first);
+    expect(await raw.hmget(key('repeat:report'), 'every_ms', 'template', 'catch_up')).toEqual([
+      '1000',
+      '{"v":1}',
+      null,
+    ]);
+  });
+
+  it('defaults the first run to server now + every', async () => {
+    const before = await serverNow();
+    await q.repeat.register('tick', 60_000, null);
+    const after = await serverNow();
+    const at = (await score('repeat', 'tick'))!;
+    expect(at).toBeGreaterThanOrEqual(before + 60_000);
+    expect(at).toBeLessThanOrEqual(after + 60_000);
+  });
+
+  it('stores catchUp all and attempts on the record', async () => {
+    await q.repeat.register('tick', 1000, 1, { catchUp: 'all', attempts: 4 });
+    expect(await raw.hmget(key('repeat:tick'), 'catch_up', 'max')).toEqual(['all', '4']);
+  });
+
+  it('refuses bad input before the wire, storing nothing', async () => {
+    expect(await refused(() => q.repeat.register('has space', 1000, 1))).toBe('EMQINPUT');
+    expect(await refused(() => q.repeat.register('a{b}', 1000, 1))).toBe('EMQINPUT');
+    expect(await refused(() => q.repeat.register('', 1000, 1))).toBe('EMQINPUT');
+    expect(await refused(() => q.repeat.register('x', 0, 1))).toBe('EMQINPUT');
+    expect(await refused(() => q.repeat.register('x', 1.5, 1))).toBe('EMQINPUT');
+    expect(await refused(() => q.repeat.register('x', 10, 1, { firstRunMs: -1 }))).toBe('EMQINPUT');
+    expect(await refused(() => q.repeat.register('x', 10, 1, { catchUp: 'some' as 'all' }))).toBe('EMQINPUT');
+    expect(await refused(() => q.repeat.register('x', 10, 1, { every: 5 } as object))).toBe('EMQINPUT');
+    expect(await refused(() => q.repeat.register('x', 10, undefined))).toBe('EMQINPUT');
+    expect(await raw.keys(key('*'))).toEqual([]);
+  });
+
+  it('the script refuses a bad period or first run with EMQINPUT (for other runtimes)', async () => {
+    const p = q.keys.prefix;
+    expect(await refused(() => q.run('register', ['x', '0', '1', 'next', p]))).toBe('EMQINPUT');
+    expect(await refused(() => q.run('register', ['x', '10', '1', 'soon', p]))).toBe('EMQINPUT');
+    expect(await refused(() => q.run('register', ['x', '10', '1', 'next', p, 'twice']))).toBe('EMQINPUT');
+    expect(await raw.exists(key('repeat:x'), key('repeat'))).toBe(0);
+  });
+});
+
+// ── the pump ────────────────────────────────────────────────────────────────────
+
+describe('pump', () => {
+  it('mints one pending job per due occurrence: template as data, the name, runAt = the slot', async () => {
+    const first = (await serverNow()) - 5;
+    await q.repeat.register('report', 60_000, { kind: 'daily' }, { firstRunMs: first, attempts: 2 });
+    const minted = await q.repeat.pump();
+    const id = occurrenceId('r', 'report', first);
+    expect(minted).toEqual([id]);
+    expect(id.startsWith('JOB')).toBe(true);
+    const job = await q.get(id);
+    expect(job).toMatchObject({
+      state: 'pending',
+      name: 'report',
+      data: { kind: 'daily' },
+      runAt: first,
+      attempts: 0,
+      maxAttempts: 2,
+    });
+    expect(await score('pending', id)).toBe(0);
+    expect(await score('repeat', 'report')).toBe(first + 60_000);
+    expect(await raw.hmget(key('repeat:report'), 'runs', 'last')).toEqual(['1', String(first)]);
+    expect((await events()).filter((e) => e.event === 'added')).toEqual([
+      { event: 'added', id, name: 'report' },
+    ]);
+    // Nothing else is due: the next pump mints nothing.
+    expect(await q.repeat.pump()).toEqual([]);
+  });
+
+  it('tells the server now and the next due instant (-1 when nothing is registered)', async () => {
+    expect((await q.repeat.pumpNext()).nextDue).toBe(-1);
+    const first = (await serverNow()) + 60_000;
+    await q.repeat.register('later', 1000, 1, { firstRunMs: first });
+    const r = await q.repeat.pumpNext();
+    expect(r.minted).toEqual([]);
+    expect(r.nextDue).toBe(first);
+    expect(Math.abs(r.now - (await serverNow()))).toBeLessThan(1000);
+  });
+
+  it('derives ids the TypeScript occurrenceId computes, down to instant 0', async () => {
+    await q.repeat.register('zero', 1000, 1, { firstRunMs: 0 });
+    expect(await q.repeat.pump()).toEqual(['JOB0000000000:r:zero']);
+    expect(occurrenceId('r', 'zero', 0)).toBe('JOB0000000000:r:zero');
+    expect(occurrenceId('s', 'x', 2 ** 48 - 1)).toBe('JOB7ZZZZZZZZZ:s:x'); // 48 bits in 50
+  });
+
+  it('orders occurrences among minted jobs in pending by the instant they stand for', async () => {
+    const t = await serverNow();
+    const { id: minted } = await q.enqueue({ plain: true });
+    await q.repeat.register('early', 60_000, 1, { firstRunMs: t - 60_000 });
+    const [occurrence] = await q.repeat.pump();
+    expect(await raw.zrange(key('pending'), 0, -1)).toEqual([occurrence, minted]);
+  });
+
+  it('mints an occurrence once: a row that exists is left alone (re-registering the same slot)', async () => {
+    const first = (await serverNow()) - 5;
+    await q.repeat.register('again', 60_000, { v: 1 }, { firstRunMs: first });
+    const [id] = await q.repeat.pump();
+    expect(await q.repeat.unregister('again')).toBe(true);
+    await q.repeat.register('again', 60_000, { v: 2 }, { firstRunMs: first });
+    expect(await q.repeat.pump()).toEqual([]);
+    expect((await q.get(id!))?.data).toEqual({ v: 1 });
+    expect(await score('repeat', 'again')).toBe(first + 60_000);
+    expect(await raw.zcard(key('pending'))).toBe(1);
+  });
+
+  it('two pumps on two connections racing over many periods mint every occurrence once', async () => {
+    const other = await EchoMQ.connect({ url: env.server.url });
+    others.push(other);
+    const q2 = other.queue(name);
+    const first = (await serverNow()) + 5;
+    await q.repeat.register('race', 10, { r: 1 }, { firstRunMs: first });
+    const stopAt = Date.now() + 250;
+    const pumpLoop = async (queue: Queue): Promise<string[]> => {
+      const ids: string[] = [];
+      while (Date.now() < stopAt) ids.push(...(await queue.repeat.pump()));
+      return ids;
+    };
+    const [a, b] = await Promise.all([pumpLoop(q), pumpLoop(q2)]);
+    const all = [...a, ...b];
+    expect(all.length).toBeGreaterThan(5);
+    expect(new Set(all).size).toBe(all.length);
+    const rows = await occurrenceRows('race');
+    expect([...rows.keys()].sort()).toEqual([...all].sort());
+    const instants = [...rows.values()].map((r) => Number(r.runat)).sort((x, y) => x - y);
+    expect(new Set(instants).size).toBe(instants.length);
+    for (const at of instants) expect((at - first) % 10).toBe(0);
+    for (const [id, r] of rows) expect(id).toBe(occurrenceId('r', 'race', Number(r.runat)));
+  });
+
+  it('pumps called in the same tick on two connections mint a due occurrence once', async () => {
+    const other = await EchoMQ.connect({ url: env.server.url });
+    others.push(other);
+    await q.repeat.register('tie', 60_000, 1, { firstRunMs: (await serverNow()) - 1 });
+    const replies = await Promise.all([q.repeat.pump(), other.queue(name).repeat.pump(), q.repeat.pump()]);
+    expect(replies.flat()).toHaveLength(1);
+    expect(await raw.zcard(key('pending'))).toBe(1);
+  });
+
+  it('drops a registry member whose record is gone (a ghost)', async () => {
+    await raw.zadd(key('repeat'), 1, 'ghost');
+    expect(await q.repeat.pump()).toEqual([]);
+    expect(await score('repeat', 'ghost')).toBeNull();
+    expect(await raw.zcard(key('pending'))).toBe(0);
+  });
+});
+
+// ── missed runs ─────────────────────────────────────────────────────────────────
+
+describe('missed runs (no pump ran for several periods)', () => {
+  it('by default fires once, for the first missed slot, and moves to the next future slot (no burst)', async () => {
+    const every = 20;
+    const first = (await serverNow()) - 10 * every - 5; // eleven slots are due
+    await q.repeat.register('late', every, { n: 1 }, { firstRunMs: first });
+    const { minted, now } = await q.repeat.pumpNext();
+    expect(minted).toEqual([occurrenceId('r', 'late', first)]);
+    const next = (await score('repeat', 'late'))!;
+    expect((next - first) % every).toBe(0);
+    expect(next).toBeGreaterThan(now);
+    expect(next - every).toBeLessThanOrEqual(now);
+    expect(await raw.hget(key('repeat:late'), 'runs')).toBe('1');
+    expect(await raw.zcard(key('pending'))).toBe(1);
+  });
+
+  it("with catchUp 'all' mints every missed slot, oldest first, at most the batch per call", async () => {
+    const every = 20;
+    const first = (await serverNow()) - 10 * every - 5;
+    await q.repeat.register('all', every, 1, { firstRunMs: first, catchUp: 'all' });
+    const one = await q.repeat.pumpNext(4);
+    expect(one.minted).toEqual([0, 1, 2, 3].map((k) => occurrenceId('r', 'all', first + k * every)));
+    expect(await score('repeat', 'all')).toBe(first + 4 * every);
+    expect(one.nextDue).toBe(first + 4 * every); // still due: the caller goes again
+    const two = await q.repeat.pumpNext(100);
+    const slots = Math.floor((two.now - first) / every) + 1; // every slot <= now
+    expect(two.minted).toEqual(
+      Array.from({ length: slots - 4 }, (_, k) => occurrenceId('r', 'all', first + (k + 4) * every)),
+    );
+    expect(await score('repeat', 'all')).toBe(first + slots * every);
+    expect(await raw.zcard(key('pending'))).toBe(slots);
+    expect(await raw.hget(key('repeat:all'), 'runs')).toBe(String(slots));
+  });
+
+  it('the batch bounds minting across names too', async () => {
+    const t = (await serverNow()) - 100;
+    for (const n of ['a', 'b', 'c']) await q.repeat.register(n, 60_000, 1, { firstRunMs: t });
+    expect(await q.repeat.pump(2)).toHaveLength(2);
+    expect(await q.repeat.pump(2)).toHaveLength(1);
+  });
+});
+
+// ── unregister and list ─────────────────────────────────────────────────────────
+
+describe('unregister and list', () => {
+  it('unregister removes the record and the member; minted occurrences stay ordinary jobs', async () => {
+    await q.repeat.register('gone', 60_000, 1, { firstRunMs: (await serverNow()) - 1 });
+    const [id] = await q.repeat.pump();
+    expect(await q.repeat.unregister('gone')).toBe(true);
+    expect(await raw.exists(key('repeat:gone'))).toBe(0);
+    expect(await score('repeat', 'gone')).toBeNull();
+    expect((await q.get(id!))?.state).toBe('pending');
+    expect(await q.repeat.unregister('gone')).toBe(false);
+    expect(await q.repeat.pump()).toEqual([]);
+  });
+
+  it('list shows every cadence, soonest next run first', async () => {
+    const t = await serverNow();
+    await q.repeat.register('later', 2000, { b: 2 }, { firstRunMs: t + 50_000, catchUp: 'all' });
+    await q.repeat.register('sooner', 1000, { a: 1 }, { firstRunMs: t - 1, attempts: 3 });
+    await q.repeat.pump();
+    const list = await q.repeat.list();
+    expect(list.map((r) => r.name)).toEqual(['sooner', 'later']);
+    const sooner = list.find((r) => r.name === 'sooner')!;
+    const later = list.find((r) => r.name === 'later')!;
+    expect(sooner).toMatchObject({
+      everyMs: 1000,
+      template: { a: 1 },
+      nextRunAt: t - 1 + 1000,
+      catchUp: 'once',
+      attempts: 3,
+      runs: 1,
+      lastRunAt: t - 1,
+    });
+    expect(later).toMatchObject({
+      everyMs: 2000,
+      template: { b: 2 },
+      nextRunAt: t + 50_000,
+      catchUp: 'all',
+      runs: 0,
+    });
+    expect(later.lastRunAt).toBeUndefined();
+    expect(await mq.queue(uniqueQueue('empty')).repeat.list()).toEqual([]);
+  });
+});
+
+// ── the consumer's beat ─────────────────────────────────────────────────────────
+
+describe("the consumer's beat pumps", () => {
+  it('a cadence every 50 ms runs on its grid, each occurrence once, with the default beat', async () => {
+    // Registered before the consumer starts: its first beat pumps and learns the next instant;
+    // from then on it wakes itself for each instant the pump reports (a registration made while
+    // a consumer is parked is seen at its next beat). The first slot leaves time for start-up.
+    const every = 50;
+    const first = (await serverNow()) + 150;
+    await q.repeat.register('beat', every, { p: 1 }, { firstRunMs: first });
+    const seen: string[] = [];
+    const c = q.consume(async (job) => {
+      expect(job.name).toBe('beat');
+      expect(job.data).toEqual({ p: 1 });
+      seen.push(job.id);
+    });
+    consumers.push(c);
+    await poll(
+      () => seen.length,
+      (n) => n >= 8,
+      'eight occurrences',
+    );
+    await c.close();
+    expect(new Set(seen).size).toBe(seen.length);
+    const runAts = (await Promise.all(seen.map((id) => q.get(id)))).map((j) => j!.runAt!);
+    expect(runAts[0]).toBe(first);
+    // On the grid, in order, never two for one slot. A pump late by a whole period would skip a
+    // slot (the 'once' policy), so the test asks only that most periods are met exactly.
+    const gaps = runAts.slice(1).map((at, i) => at - runAts[i]!);
+    for (const gap of gaps) expect(gap > 0 && gap % every === 0).toBe(true);
+    expect(gaps.filter((g) => g === every).length).toBeGreaterThanOrEqual(gaps.length / 2);
+  });
+});
