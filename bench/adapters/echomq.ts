@@ -1,0 +1,61 @@
+// The EchoMQ side of the bench: the public API only (EchoMQ.connect, enqueue, enqueueMany,
+// enqueueIn, consume). Every session is its own EchoMQ.connect(), so its own connection.
+import { EchoMQ } from '../../src/index.js';
+import {
+  type Adapter,
+  type ConsumeHooks,
+  type Data,
+  inFlight,
+  type Runner,
+  type Session,
+} from './adapter.js';
+
+export const echomqAdapter: Adapter = {
+  name: 'EchoMQ',
+  async open(url: string, name: string): Promise<Session> {
+    const mq = await EchoMQ.connect({ url });
+    const queue = mq.queue<Data, void>(name);
+    return {
+      async add(data) {
+        await queue.enqueue(data);
+      },
+      async addBulk(items) {
+        await queue.enqueueMany(items.map((data) => ({ data })));
+      },
+      async addDelayed(items, delayMs) {
+        const ids = await inFlight(items, 100, async (data) => (await queue.enqueueIn(data, delayMs)).id);
+        // The intended instant is the row's `runat`: the server's TIME in schedule + delayMs.
+        // Read right after admission, long before the delay runs out (and any retention trim).
+        const pipeline = mq.connector.client.pipeline();
+        for (const id of ids) pipeline.hget(queue.keys.job(id), 'runat');
+        const replies = (await pipeline.exec()) ?? [];
+        return ids.map((id, i) => {
+          const [err, runat] = replies[i] ?? [new Error('no reply'), null];
+          if (err || runat === null) throw new Error(`no runat for ${id}: ${String(err)}`);
+          return { id, runAt: Number(runat) };
+        });
+      },
+      async consume(concurrency: number, hooks: ConsumeHooks): Promise<Runner> {
+        const { onStart, onCompleted } = hooks;
+        let consumer: ReturnType<typeof queue.consume> | undefined;
+        return {
+          start() {
+            consumer = queue.consume(
+              async (job) => {
+                onStart?.(job.id, job.data);
+              },
+              { concurrency },
+            );
+            if (onCompleted) consumer.on('completed', onCompleted);
+          },
+          async close() {
+            await consumer?.close();
+          },
+        };
+      },
+      async close() {
+        await mq.close();
+      },
+    };
+  },
+};

@@ -1,0 +1,484 @@
+// The workloads: each is one function that runs against any Adapter, so EchoMQ and BullMQ
+// do exactly the same thing. A workload opens its own sessions, brackets the part it
+// measures with ctx.timed() (the runner snapshots Redis and Node CPU and commandstats
+// around it) and closes everything it opened, also when it fails.
+import type { Redis } from 'ioredis';
+import { type Adapter, type Data, inFlight, type Runner, type Session } from './adapters/adapter.js';
+import { latencySummary } from './stats.js';
+
+export interface Sizes {
+  /** Jobs per add workload (serial and 100 in flight). */
+  add: number;
+  /** Jobs per bulk-add workload (in chunks of 1,000). */
+  bulk: number;
+  /** Jobs pre-added for the process workloads at concurrency 10, 100 and 4 × 50. */
+  process: number;
+  /** Jobs pre-added for process at concurrency 1 (the slowest). */
+  processC1: number;
+  /** Jobs sent at the steady rate for the latency workload (after 20 warm-up jobs). */
+  latencyJobs: number;
+  /** The steady enqueue rate of the latency workload, jobs/s. */
+  latencyRate: number;
+  /** Delayed jobs in the lateness workload, and their delay in ms. */
+  delayedJobs: number;
+  delayMs: number;
+  /** Jobs added (and processed) for the memory workloads. */
+  memory: number;
+  /** Jobs per ceiling measurement. */
+  ceiling: number;
+}
+
+export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
+  full: {
+    add: 20_000,
+    bulk: 50_000,
+    process: 30_000,
+    processC1: 10_000,
+    latencyJobs: 5_000,
+    latencyRate: 500,
+    delayedJobs: 1_000,
+    delayMs: 1_000,
+    memory: 10_000,
+    ceiling: 50_000,
+  },
+  quick: {
+    add: 5_000,
+    bulk: 20_000,
+    process: 10_000,
+    processC1: 3_000,
+    latencyJobs: 1_500,
+    latencyRate: 500,
+    delayedJobs: 1_000,
+    delayMs: 1_000,
+    memory: 5_000,
+    ceiling: 20_000,
+  },
+  tiny: {
+    add: 200,
+    bulk: 2_000,
+    process: 400,
+    processC1: 100,
+    latencyJobs: 100,
+    latencyRate: 500,
+    delayedJobs: 100,
+    delayMs: 1_000,
+    memory: 300,
+    ceiling: 2_000,
+  },
+};
+
+export interface RunContext {
+  /** The bench's own redis-server, flushed before this run. */
+  readonly url: string;
+  /** The queue name to use (the same for every run; Redis is flushed between runs). */
+  readonly queue: string;
+  readonly sizes: Sizes;
+  /** A plain client for INFO and the like; never used to drive the libraries. */
+  readonly admin: Redis;
+  /** Runs the measured section; the runner snapshots CPU and commandstats around it. */
+  timed<T>(jobs: number, fn: () => Promise<T>): Promise<{ ms: number; value: T }>;
+}
+
+export interface Metric {
+  key: string;
+  unit: string;
+  /** Which way is better for EchoMQ's ratio (EchoMQ / BullMQ). */
+  better: 'higher' | 'lower';
+  /** Decimals shown in the table. */
+  decimals: number;
+}
+
+export interface Workload {
+  id: string;
+  /** One line for the table's legend. */
+  title: string;
+  metrics: Metric[];
+  /** The job count it runs with, for the report. */
+  n(sizes: Sizes): number;
+  run(adapter: Adapter, ctx: RunContext): Promise<Record<string, number>>;
+}
+
+// ── helpers ───────────────────────────────────────────────────────────────────
+
+const PAYLOAD_BYTES = 100;
+
+/** A JSON payload of exactly 100 bytes once encoded, carrying `fields` and padding. */
+export function payload(fields: Data): Data {
+  const base = JSON.stringify({ ...fields, pad: '' }).length;
+  return { ...fields, pad: 'x'.repeat(Math.max(0, PAYLOAD_BYTES - base)) };
+}
+
+function payloads(n: number): Data[] {
+  return Array.from({ length: n }, (_, i) => payload({ i }));
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Counts completions and lets a workload wait for a total, with a deadline. */
+class Counter {
+  count = 0;
+  private waiter: { target: number; resolve: () => void } | undefined;
+
+  readonly tick = (): void => {
+    this.count += 1;
+    if (this.waiter && this.count >= this.waiter.target) {
+      this.waiter.resolve();
+      this.waiter = undefined;
+    }
+  };
+
+  async until(target: number, timeoutMs: number, what: string): Promise<void> {
+    if (this.count >= target) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          this.waiter = { target, resolve };
+        }),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`${what}: ${this.count}/${target} completed after ${timeoutMs} ms`)),
+            timeoutMs,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      this.waiter = undefined;
+    }
+  }
+}
+
+/** Opens sessions, hands them to `fn`, and closes them (runners first), whatever happens. */
+async function using<T>(
+  adapter: Adapter,
+  ctx: RunContext,
+  count: number,
+  fn: (sessions: Session[], runners: Runner[]) => Promise<T>,
+): Promise<T> {
+  const sessions: Session[] = [];
+  const runners: Runner[] = [];
+  try {
+    for (let i = 0; i < count; i++) sessions.push(await adapter.open(ctx.url, ctx.queue));
+    return await fn(sessions, runners);
+  } finally {
+    await Promise.allSettled(runners.map((r) => r.close()));
+    await Promise.allSettled(sessions.map((s) => s.close()));
+  }
+}
+
+async function bulkAdd(session: Session, items: readonly Data[]): Promise<void> {
+  for (let i = 0; i < items.length; i += 1000) await session.addBulk(items.slice(i, i + 1000));
+}
+
+const rate = (jobs: number, ms: number) => (jobs * 1000) / ms;
+/** A generous deadline for `jobs` at a very slow 500 jobs/s, at least 30 s. */
+const deadline = (jobs: number) => Math.max(30_000, jobs * 2);
+
+const THROUGHPUT: Metric[] = [{ key: 'jobs_per_s', unit: 'jobs/s', better: 'higher', decimals: 0 }];
+
+// ── adding ────────────────────────────────────────────────────────────────────
+
+const addSerial: Workload = {
+  id: 'add-serial',
+  title: 'add one job per call, awaiting each before the next',
+  metrics: THROUGHPUT,
+  n: (s) => s.add,
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 1, async ([s]) => {
+      const items = payloads(ctx.sizes.add);
+      const { ms } = await ctx.timed(items.length, async () => {
+        for (const d of items) await s!.add(d);
+      });
+      return { jobs_per_s: rate(items.length, ms) };
+    }),
+};
+
+const addInFlight: Workload = {
+  id: 'add-100-in-flight',
+  title: 'add one job per call, 100 calls in flight',
+  metrics: THROUGHPUT,
+  n: (s) => s.add,
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 1, async ([s]) => {
+      const items = payloads(ctx.sizes.add);
+      const { ms } = await ctx.timed(items.length, () => inFlight(items, 100, (d) => s!.add(d)));
+      return { jobs_per_s: rate(items.length, ms) };
+    }),
+};
+
+const bulk: Workload = {
+  id: 'bulk-add-1000',
+  title: 'bulk add in chunks of 1,000, one chunk at a time (enqueueMany / addBulk)',
+  metrics: THROUGHPUT,
+  n: (s) => s.bulk,
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 1, async ([s]) => {
+      const items = payloads(ctx.sizes.bulk);
+      const { ms } = await ctx.timed(items.length, () => bulkAdd(s!, items));
+      return { jobs_per_s: rate(items.length, ms) };
+    }),
+};
+
+// ── processing ────────────────────────────────────────────────────────────────
+
+function processing(id: string, consumers: number, concurrency: number, c1 = false): Workload {
+  const shape = consumers === 1 ? `concurrency ${concurrency}` : `${consumers} consumers × ${concurrency}`;
+  return {
+    id,
+    title:
+      `process pre-added jobs, no-op handler, ${shape}` +
+      (consumers > 1 ? ' (consumer objects in one process, a connection set each)' : ''),
+    metrics: THROUGHPUT,
+    n: (s) => (c1 ? s.processC1 : s.process),
+    run: (adapter, ctx) =>
+      using(adapter, ctx, consumers, async (sessions, runners) => {
+        const n = c1 ? ctx.sizes.processC1 : ctx.sizes.process;
+        await bulkAdd(sessions[0]!, payloads(n));
+        const done = new Counter();
+        for (const s of sessions) runners.push(await s.consume(concurrency, { onCompleted: done.tick }));
+        const { ms } = await ctx.timed(n, async () => {
+          for (const r of runners) r.start();
+          await done.until(n, deadline(n), id);
+        });
+        return { jobs_per_s: rate(n, ms) };
+      }),
+  };
+}
+
+// ── timeliness ────────────────────────────────────────────────────────────────
+
+const LATENCY_CONCURRENCY = 10;
+const WARMUP = 20;
+
+const latency: Workload = {
+  id: 'latency-500',
+  title: `enqueue-to-start latency at a steady 500 jobs/s, concurrency ${LATENCY_CONCURRENCY}, client monotonic clock`,
+  metrics: [
+    { key: 'p50_ms', unit: 'ms', better: 'lower', decimals: 2 },
+    { key: 'p95_ms', unit: 'ms', better: 'lower', decimals: 2 },
+    { key: 'p99_ms', unit: 'ms', better: 'lower', decimals: 2 },
+  ],
+  n: (s) => s.latencyJobs,
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 2, async ([producer, consumer], runners) => {
+      const n = ctx.sizes.latencyJobs;
+      const interval = 1000 / ctx.sizes.latencyRate;
+      const samples: number[] = [];
+      let measuring = false;
+      const done = new Counter();
+      const runner = await consumer!.consume(LATENCY_CONCURRENCY, {
+        onStart: (_id, data) => {
+          if (measuring) samples.push(performance.now() - (data.t as number));
+        },
+        onCompleted: done.tick,
+      });
+      runners.push(runner);
+      runner.start();
+      // Warm up (scripts loaded, consumer parked) and let the consumer go idle again.
+      await Promise.all(Array.from({ length: WARMUP }, (_, i) => producer!.add(payload({ t: 0, i }))));
+      await done.until(WARMUP, 30_000, 'latency warm-up');
+      await sleep(100);
+      measuring = true;
+      const adds: Promise<void>[] = [];
+      await ctx.timed(n, async () => {
+        const t0 = performance.now();
+        let sent = 0;
+        while (sent < n) {
+          // Jobs due by now on the 500/s grid; each carries its own send instant.
+          const due = Math.min(n, Math.floor((performance.now() - t0) / interval) + 1);
+          for (; sent < due; sent++) adds.push(producer!.add(payload({ t: performance.now(), i: sent })));
+          await sleep(Math.max(0, t0 + sent * interval - performance.now()));
+        }
+        await Promise.all(adds);
+        await done.until(WARMUP + n, deadline(n), 'latency');
+      });
+      const s = latencySummary(samples);
+      return { p50_ms: s.p50, p95_ms: s.p95, p99_ms: s.p99 };
+    }),
+};
+
+const DELAYED_CONCURRENCY = 100;
+
+const delayed: Workload = {
+  id: 'delayed-1000ms',
+  title:
+    `lateness of jobs delayed 1,000 ms vs their intended instant, concurrency ${DELAYED_CONCURRENCY}` +
+    ' (EchoMQ: row runat, server TIME; BullMQ: job.timestamp + delay; start: Date.now() in the handler)',
+  metrics: [
+    { key: 'p50_late_ms', unit: 'ms', better: 'lower', decimals: 1 },
+    { key: 'p99_late_ms', unit: 'ms', better: 'lower', decimals: 1 },
+    { key: 'early', unit: 'jobs', better: 'lower', decimals: 0 },
+  ],
+  n: (s) => s.delayedJobs,
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 2, async ([producer, consumer], runners) => {
+      const n = ctx.sizes.delayedJobs;
+      const started = new Map<string, number>();
+      const done = new Counter();
+      const runner = await consumer!.consume(DELAYED_CONCURRENCY, {
+        onStart: (id) => {
+          started.set(id, Date.now());
+        },
+        onCompleted: done.tick,
+      });
+      runners.push(runner);
+      runner.start();
+      await sleep(50);
+      const { value: intended } = await ctx.timed(n, async () => {
+        const intended = await producer!.addDelayed(payloads(n), ctx.sizes.delayMs);
+        await done.until(n, ctx.sizes.delayMs + deadline(n), 'delayed');
+        return intended;
+      });
+      const lateness = intended.map(({ id, runAt }) => {
+        const at = started.get(id);
+        if (at === undefined) throw new Error(`delayed job ${id} never started`);
+        return at - runAt;
+      });
+      const s = latencySummary(lateness);
+      return { p50_late_ms: s.p50, p99_late_ms: s.p99, early: lateness.filter((l) => l < 0).length };
+    }),
+};
+
+// ── memory ────────────────────────────────────────────────────────────────────
+
+async function usedMemory(admin: Redis): Promise<number> {
+  const info = await admin.info('memory');
+  const m = /^used_memory:(\d+)/m.exec(info);
+  if (!m) throw new Error('INFO memory has no used_memory');
+  return Number(m[1]);
+}
+
+/**
+ * Loads every script and creates the fixed per-queue keys before the baseline: one job is
+ * added and processed on a side queue, so the delta after it is what the N jobs cost.
+ */
+async function warmUp(adapter: Adapter, ctx: RunContext): Promise<void> {
+  const side = await adapter.open(ctx.url, `${ctx.queue}-warm`);
+  let runner: Runner | undefined;
+  try {
+    const done = new Counter();
+    runner = await side.consume(1, { onCompleted: done.tick });
+    runner.start();
+    await side.add(payload({ i: 0 }));
+    await done.until(1, 30_000, 'memory warm-up');
+  } finally {
+    await runner?.close();
+    await side.close();
+  }
+}
+
+/**
+ * Where the bytes are: MEMORY USAGE (exact, SAMPLES 0) of every sorted set, list and set, and
+ * of every stream, of the measured queue. Job rows (hashes) are the rest of the delta, their
+ * keyspace entries included.
+ */
+async function structures(admin: Redis, skip: string): Promise<{ sets: number; streams: number }> {
+  let cursor = '0';
+  const out = { sets: 0, streams: 0 };
+  do {
+    const [next, found] = await admin.scan(cursor, 'COUNT', 1000);
+    cursor = next;
+    const keys = found.filter((k) => !k.includes(skip));
+    const types = await exec(admin, keys, (p, k) => p.type(k));
+    const other = keys.filter((_, i) => types[i] !== 'hash' && types[i] !== 'string');
+    const sizes = await exec(admin, other, (p, k) => p.call('MEMORY', 'USAGE', k, 'SAMPLES', '0'));
+    for (const [i, k] of other.entries()) {
+      if (types[keys.indexOf(k)] === 'stream') out.streams += Number(sizes[i] ?? 0);
+      else out.sets += Number(sizes[i] ?? 0);
+    }
+  } while (cursor !== '0');
+  return out;
+}
+
+type Pipeline = ReturnType<Redis['pipeline']>;
+
+async function exec(
+  admin: Redis,
+  keys: string[],
+  add: (p: Pipeline, key: string) => void,
+): Promise<unknown[]> {
+  if (keys.length === 0) return [];
+  const p = admin.pipeline();
+  for (const k of keys) add(p, k);
+  return ((await p.exec()) ?? []).map(([err, v]) => {
+    if (err) throw err;
+    return v;
+  });
+}
+
+/** The memory metrics of a delta over n jobs. */
+async function memoryMetrics(ctx: RunContext, delta: number, n: number): Promise<Record<string, number>> {
+  const { sets, streams } = await structures(ctx.admin, `${ctx.queue}-warm`);
+  return {
+    bytes_per_job: delta / n,
+    rows: (delta - sets - streams) / n,
+    sets: sets / n,
+    streams: streams / n,
+  };
+}
+
+const BYTES: Metric[] = [
+  { key: 'bytes_per_job', unit: 'bytes', better: 'lower', decimals: 0 },
+  { key: 'rows', unit: 'bytes', better: 'lower', decimals: 0 },
+  { key: 'sets', unit: 'bytes', better: 'lower', decimals: 0 },
+  { key: 'streams', unit: 'bytes', better: 'lower', decimals: 0 },
+];
+
+const memoryWaiting: Workload = {
+  id: 'memory-waiting',
+  title:
+    'Redis used_memory delta per waiting job (N added in chunks of 1,000), split into job rows (hashes and' +
+    ' their keys), sets (sorted sets, lists) and streams (events), per job',
+  metrics: BYTES,
+  n: (s) => s.memory,
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 1, async ([s]) => {
+      await warmUp(adapter, ctx);
+      const n = ctx.sizes.memory;
+      const items = payloads(n);
+      const before = await usedMemory(ctx.admin);
+      await bulkAdd(s!, items);
+      const after = await usedMemory(ctx.admin);
+      return memoryMetrics(ctx, after - before, n);
+    }),
+};
+
+const memoryCompleted: Workload = {
+  id: 'memory-completed',
+  title: 'Redis used_memory delta per completed job, default retention (EchoMQ keeps 1,000; BullMQ all)',
+  metrics: BYTES,
+  n: (s) => s.memory,
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 2, async ([producer, consumer]) => {
+      await warmUp(adapter, ctx);
+      const n = ctx.sizes.memory;
+      const before = await usedMemory(ctx.admin);
+      await bulkAdd(producer!, payloads(n));
+      const done = new Counter();
+      const runner = await consumer!.consume(100, { onCompleted: done.tick });
+      try {
+        runner.start();
+        await done.until(n, deadline(n), 'memory-completed');
+      } finally {
+        await runner.close(); // its connections' buffers are not job memory
+      }
+      const after = await usedMemory(ctx.admin);
+      return memoryMetrics(ctx, after - before, n);
+    }),
+};
+
+/** Every library workload, in the order they run and print. */
+export const WORKLOADS: Workload[] = [
+  addSerial,
+  addInFlight,
+  bulk,
+  processing('process-c1', 1, 1, true),
+  processing('process-c10', 1, 10),
+  processing('process-c100', 1, 100),
+  processing('process-4x50', 4, 50),
+  latency,
+  delayed,
+  memoryWaiting,
+  memoryCompleted,
+];

@@ -1,0 +1,65 @@
+// Keeps the benchmark from rotting: runs `bench/run.ts --tiny` (very small N, one round) as
+// a child process and checks it exits 0 with a table row and a JSON line for every workload.
+// No timing assertions: the figures on a shared test machine mean nothing.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CEILINGS } from '../bench/ceiling.js';
+import { WORKLOADS } from '../bench/workloads.js';
+
+const ROOT = join(import.meta.dirname, '..');
+
+function runBench(
+  args: string[],
+  timeoutMs: number,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(join(ROOT, 'node_modules', '.bin', 'tsx'), ['bench/run.ts', ...args], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('bench', () => {
+  it('runs every workload against both libraries and the ceiling, printing a row and a JSON line for each', async () => {
+    const { code, stdout, stderr } = await runBench(['--tiny'], 55_000);
+    expect(code, stderr).toBe(0);
+
+    const json = stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { workload: string; echomq: Record<string, number | null> });
+    const rows = stdout.split('\n').map((l) => l.split(/\s+/)[0]);
+
+    for (const w of WORKLOADS) {
+      expect(rows, `table row for ${w.id}`).toContain(w.id);
+      const line = json.find((j) => j.workload === w.id);
+      expect(line, `JSON line for ${w.id}`).toBeDefined();
+      const l = line as unknown as { echomq: Record<string, unknown>; bullmq: Record<string, unknown> };
+      for (const m of w.metrics) {
+        expect(typeof l.echomq[m.key], `${w.id} EchoMQ ${m.key}`).toBe('number');
+        expect(typeof l.bullmq[m.key], `${w.id} BullMQ ${m.key}`).toBe('number');
+      }
+    }
+    for (const c of CEILINGS) {
+      expect(rows, `table row for ${c.id}`).toContain(c.id);
+      const line = json.find((j) => j.workload === c.id);
+      expect(typeof line?.echomq.jobs_per_s, `${c.id} jobs/s`).toBe('number');
+    }
+  }, 60_000);
+});
