@@ -17,7 +17,7 @@ import { Redis } from 'ioredis';
 import { Backoff, type BackoffPolicy } from './backoff.js';
 import { encodeJson, parseMaybe } from './codec.js';
 import type { RedisClient } from './connector.js';
-import { EchoMQError, optionsObject } from './errors.js';
+import { EchoMQError, optionsObject, showValue } from './errors.js';
 import type { Queue } from './jobs.js';
 
 export type Recovery = 'reap' | 'stalled' | 'off';
@@ -191,6 +191,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private lastRecoverAt = Number.NEGATIVE_INFINITY;
   private degradedStreak = 0;
   private nextDueAt = Number.POSITIVE_INFINITY; // local performance.now() of the next due job
+  private lastPromoteAt = Number.NEGATIVE_INFINITY;
+  /** A wake said the schedule's earliest run-at changed: promote to learn the new one. */
+  private scheduleMoved = true;
   private limitedUntil = Number.POSITIVE_INFINITY; // when a rate limit lets more be claimed
   private parkTimer: NodeJS.Timeout | undefined;
   /** How the loop waits now: asleep on a timer (slots full or work waiting) or blocked on wake. */
@@ -218,7 +221,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     if (!['reap', 'stalled', 'off'].includes(this.recovery)) {
       throw new EchoMQError(
         'EMQINPUT',
-        `recovery must be 'reap', 'stalled' or 'off', got ${String(opts.recovery)}`,
+        `recovery must be 'reap', 'stalled' or 'off', got ${showValue(opts.recovery)}`,
       );
     }
     this.maxStalled = positive(opts.maxStalled ?? 1, 'maxStalled', 0);
@@ -311,7 +314,16 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.lastRecoverAt = now;
   }
 
+  /**
+   * Promote when something may be due: the next due instant came, the schedule's head moved
+   * (a wake marked 's'), or a beat passed. A wake for new pending work skips it, so waking
+   * costs one call (the claim), not two.
+   */
   private async promote(): Promise<void> {
+    const at = performance.now();
+    if (!this.scheduleMoved && at < this.nextDueAt && at - this.lastPromoteAt < this.beatMs) return;
+    this.scheduleMoved = false;
+    this.lastPromoteAt = at;
     const { count, now, nextDue } = await this.queue.promoteNext(this.promoteBatch);
     if (count >= this.promoteBatch)
       this.nextDueAt = performance.now(); // more are due: go again
@@ -423,6 +435,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       if (entries && entries.length > 0) {
         this.wakeId = entries[entries.length - 1]![0];
         this.short = false;
+        if (entries.some(([, fields]) => fields[1] === 's')) this.scheduleMoved = true;
       }
     } catch (err) {
       if (!this.closing) {
@@ -781,7 +794,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
 function positive(value: number, what: string, min = 1): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    throw new EchoMQError('EMQINPUT', `${what} must be a whole number >= ${min}, got ${String(value)}`);
+    throw new EchoMQError('EMQINPUT', `${what} must be a whole number >= ${min}, got ${showValue(value)}`);
   }
   return value;
 }

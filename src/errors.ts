@@ -51,3 +51,12 @@ export function optionsObject<T extends object>(value: T | null | undefined, wha
   }
   return value;
 }
+
+/** A value as an error message shows it; never throws, whatever the value (hostile objects too). */
+export function showValue(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return typeof value;
+  }
+}

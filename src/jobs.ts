@@ -5,7 +5,7 @@ import { Backoff, type BackoffPolicy } from './backoff.js';
 import { encodeJson, parseMaybe } from './codec.js';
 import type { Connector } from './connector.js';
 import { type ConsumeOptions, Consumer, type Handler } from './consumer.js';
-import { EchoMQError, optionsObject } from './errors.js';
+import { EchoMQError, optionsObject, showValue } from './errors.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events.js';
 import { assertJobId, mintJobId } from './ids.js';
 import { assertName, Keyspace, PROTOCOL_VERSION } from './keyspace.js';
@@ -132,7 +132,7 @@ function wholeNumber(value: unknown, what: string, min: number, max = Number.MAX
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new EchoMQError(
       'EMQINPUT',
-      `${what} must be a whole number from ${min} to ${max}, got ${String(value)}`,
+      `${what} must be a whole number from ${min} to ${max}, got ${showValue(value)}`,
     );
   }
   return value;
@@ -175,7 +175,10 @@ function dedupeFields(d: DedupeOptions | undefined): { dedupeKey: string; dedupe
     throw new EchoMQError('EMQINPUT', 'dedupe.key must be a string of 1-200 characters');
   }
   if (d.mode !== 'throttle' && d.mode !== 'debounce') {
-    throw new EchoMQError('EMQINPUT', `dedupe.mode must be 'throttle' or 'debounce', got ${String(d.mode)}`);
+    throw new EchoMQError(
+      'EMQINPUT',
+      `dedupe.mode must be 'throttle' or 'debounce', got ${showValue(d.mode)}`,
+    );
   }
   const ttl = d.ttlMs === undefined ? '' : `:${wholeNumber(d.ttlMs, 'dedupe.ttlMs', 1)}`;
   return { dedupeKey: d.key, dedupeSpec: d.mode + ttl };
@@ -317,7 +320,10 @@ export class Queue<D = unknown, R = unknown> {
     items: readonly { data: D; opts?: EnqueueOptions }[],
   ): Promise<{ id: string; status: EnqueueStatus }[]> {
     this.connector.assertOpen();
-    const jobs = items.map((it) => this.admission(it.data, it.opts)); // refuse bad input before the wire
+    if (!Array.isArray(items)) {
+      throw new EchoMQError('EMQINPUT', 'enqueueMany takes an array of { data, opts? }');
+    }
+    const jobs = items.map((it) => this.admission(optionsObject(it, 'an enqueueMany item').data, it.opts)); // refuse bad input before the wire
     const out: { id: string; status: EnqueueStatus }[] = new Array(jobs.length);
     let next = 0;
     const lane = async () => {
@@ -449,7 +455,10 @@ export class Queue<D = unknown, R = unknown> {
     this.connector.assertOpen();
     const state = opts.state ?? 'dead';
     if (state !== 'dead' && state !== 'cancelled') {
-      throw new EchoMQError('EMQINPUT', `retryAll state must be 'dead' or 'cancelled', got ${String(state)}`);
+      throw new EchoMQError(
+        'EMQINPUT',
+        `retryAll state must be 'dead' or 'cancelled', got ${showValue(state)}`,
+      );
     }
     const batch = wholeNumber(opts.batch ?? 500, 'batch', 1, 10_000);
     const c = this.connector.client;
@@ -522,7 +531,7 @@ export class Queue<D = unknown, R = unknown> {
     if (state !== 'completed' && state !== 'dead' && state !== 'cancelled') {
       throw new EchoMQError(
         'EMQINPUT',
-        `clean state must be 'completed', 'dead' or 'cancelled', got ${String(state)}`,
+        `clean state must be 'completed', 'dead' or 'cancelled', got ${showValue(state)}`,
       );
     }
     return (await this.run('clean', [

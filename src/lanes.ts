@@ -2,7 +2,7 @@
 // round-robin, one job per lane per turn, each lane within its own concurrency and rate
 // limit across all consumers. This module configures and inspects lanes; the serving itself
 // happens inside the claim script, atomically, on the server clock.
-import { EchoMQError, optionsObject } from './errors.js';
+import { EchoMQError, optionsObject, showValue } from './errors.js';
 import type { Queue } from './jobs.js';
 import { assertName } from './keyspace.js';
 
@@ -68,7 +68,7 @@ export class Lanes {
       if (!Number.isInteger(s.concurrency) || s.concurrency < 0) {
         throw new EchoMQError(
           'EMQINPUT',
-          `lane concurrency must be a whole number >= 0 (0 = unlimited), got ${s.concurrency}`,
+          `lane concurrency must be a whole number >= 0 (0 = unlimited), got ${showValue(s.concurrency)}`,
         );
       }
       conc = String(s.concurrency);

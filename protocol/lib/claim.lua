@@ -19,9 +19,11 @@ local function claim(p, K, n, lease, now, emax)
     local room = rate_max - redis.call('ZCARD', limiter)
     if room < n then n = math.max(room, 0) end
   end
-  -- Lanes whose rate window has reopened rejoin the ring.
+  -- Lanes whose rate window has reopened rejoin the ring. A queue with no lane waiting (the
+  -- ring and the limited set both empty: one EXISTS) takes the flat path below.
   local limited = p .. 'lanes:limited'
-  if not paused and redis.call('ZCARD', limited) > 0 then
+  local lanes = not paused and redis.call('EXISTS', K.ring, limited) > 0
+  if lanes and redis.call('ZCARD', limited) > 0 then
     for _, group in ipairs(redis.call('ZRANGEBYSCORE', limited, '-inf', now)) do
       redis.call('ZREM', limited, group)
       if redis.call('ZCARD', lane_key(p, group)) > 0 then
@@ -77,7 +79,11 @@ local function claim(p, K, n, lease, now, emax)
     end
     if redis.call('ZCARD', lane_key(p, group)) > 0 then ring_offer(p, K, group, running) end
   end
-  while not paused and got < n do
+  if not lanes and not paused and n > 0 then
+    local flat = redis.call('ZPOPMIN', K.pending, n)
+    for i = 1, #flat, 2 do take(flat[i]) end
+  end
+  while lanes and got < n do
     local moved = false
     if redis.call('ZCARD', K.ring) > 0 then
       moved = true -- the ring shrank or turned: progress either way
@@ -105,7 +111,7 @@ local function claim(p, K, n, lease, now, emax)
     local oldest = redis.call('ZRANGE', p .. 'limiter', 0, 0, 'WITHSCORES')
     wait = math.max(1, tonumber(oldest[2]) + rate_ms - now + 1)
   end
-  if not paused and redis.call('ZCARD', limited) > 0 then
+  if lanes and redis.call('ZCARD', limited) > 0 then
     local soonest = redis.call('ZRANGE', limited, 0, 0, 'WITHSCORES')
     local lane_wait = math.max(1, tonumber(soonest[2]) - now)
     if wait < 0 or lane_wait < wait then wait = lane_wait end
@@ -118,8 +124,7 @@ local function claim(p, K, n, lease, now, emax)
   -- This call took the last waiting job: the queue is drained. Lanes off the ring still hold
   -- jobs when they wait out a rate window, or their concurrency limit (they have jobs running).
   local function drained()
-    if redis.call('ZCARD', K.pending) > 0 or redis.call('ZCARD', K.ring) > 0 then return false end
-    if redis.call('ZCARD', limited) > 0 then return false end
+    if redis.call('EXISTS', K.pending, K.ring, limited) > 0 then return false end
     for _, group in ipairs(redis.call('HKEYS', p .. 'lanes:running')) do
       if redis.call('ZCARD', lane_key(p, group)) > 0 then return false end
     end

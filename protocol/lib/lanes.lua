@@ -39,7 +39,9 @@ local function lane_done(p, K, group)
   return false
 end
 
--- One entry on the wake stream: every consumer blocked on it returns and claims.
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
 local function wake(K)
-  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end

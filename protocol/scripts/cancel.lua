@@ -73,9 +73,11 @@ local function lane_done(p, K, group)
   return false
 end
 
--- One entry on the wake stream: every consumer blocked on it returns and claims.
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
 local function wake(K)
-  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
 -- >>> lib/dedupe.lua
@@ -183,6 +185,24 @@ local function child_ended(p, K, parent, id, outcome, result, now, emax)
   return false
 end
 -- <<< lib/flow.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if #ARGV < 2 then return refuse('cancel', 'prefix id') end
 local p, id = ARGV[1], ARGV[2]
 local row = redis.call('HMGET', KEYS[1], 'state', 'group', 'dedupe', 'parent')
 local state = row[1]

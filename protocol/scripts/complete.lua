@@ -54,9 +54,11 @@ local function lane_done(p, K, group)
   return false
 end
 
--- One entry on the wake stream: every consumer blocked on it returns and claims.
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
 local function wake(K)
-  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
 -- >>> lib/claim.lua
@@ -81,9 +83,11 @@ local function claim(p, K, n, lease, now, emax)
     local room = rate_max - redis.call('ZCARD', limiter)
     if room < n then n = math.max(room, 0) end
   end
-  -- Lanes whose rate window has reopened rejoin the ring.
+  -- Lanes whose rate window has reopened rejoin the ring. A queue with no lane waiting (the
+  -- ring and the limited set both empty: one EXISTS) takes the flat path below.
   local limited = p .. 'lanes:limited'
-  if not paused and redis.call('ZCARD', limited) > 0 then
+  local lanes = not paused and redis.call('EXISTS', K.ring, limited) > 0
+  if lanes and redis.call('ZCARD', limited) > 0 then
     for _, group in ipairs(redis.call('ZRANGEBYSCORE', limited, '-inf', now)) do
       redis.call('ZREM', limited, group)
       if redis.call('ZCARD', lane_key(p, group)) > 0 then
@@ -139,7 +143,11 @@ local function claim(p, K, n, lease, now, emax)
     end
     if redis.call('ZCARD', lane_key(p, group)) > 0 then ring_offer(p, K, group, running) end
   end
-  while not paused and got < n do
+  if not lanes and not paused and n > 0 then
+    local flat = redis.call('ZPOPMIN', K.pending, n)
+    for i = 1, #flat, 2 do take(flat[i]) end
+  end
+  while lanes and got < n do
     local moved = false
     if redis.call('ZCARD', K.ring) > 0 then
       moved = true -- the ring shrank or turned: progress either way
@@ -167,7 +175,7 @@ local function claim(p, K, n, lease, now, emax)
     local oldest = redis.call('ZRANGE', p .. 'limiter', 0, 0, 'WITHSCORES')
     wait = math.max(1, tonumber(oldest[2]) + rate_ms - now + 1)
   end
-  if not paused and redis.call('ZCARD', limited) > 0 then
+  if lanes and redis.call('ZCARD', limited) > 0 then
     local soonest = redis.call('ZRANGE', limited, 0, 0, 'WITHSCORES')
     local lane_wait = math.max(1, tonumber(soonest[2]) - now)
     if wait < 0 or lane_wait < wait then wait = lane_wait end
@@ -180,8 +188,7 @@ local function claim(p, K, n, lease, now, emax)
   -- This call took the last waiting job: the queue is drained. Lanes off the ring still hold
   -- jobs when they wait out a rate window, or their concurrency limit (they have jobs running).
   local function drained()
-    if redis.call('ZCARD', K.pending) > 0 or redis.call('ZCARD', K.ring) > 0 then return false end
-    if redis.call('ZCARD', limited) > 0 then return false end
+    if redis.call('EXISTS', K.pending, K.ring, limited) > 0 then return false end
     for _, group in ipairs(redis.call('HKEYS', p .. 'lanes:running')) do
       if redis.call('ZCARD', lane_key(p, group)) > 0 then return false end
     end
@@ -320,6 +327,26 @@ local function child_ended(p, K, parent, id, outcome, result, now, emax)
   return false
 end
 -- <<< lib/flow.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if #ARGV < 3 or (#ARGV - 3) % 3 ~= 0 or not whole(ARGV[2], 1) or not whole(ARGV[3], 0) then
+  return refuse('complete', 'prefix lease_ms claim_n (whole numbers >= 1 and >= 0), then id token result triples')
+end
 local p = ARGV[1]
 local K = { active = KEYS[1], completed = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
   ring = KEYS[6], pending = KEYS[7] }

@@ -7,12 +7,33 @@
 -- REPLY: 1
 -- ERRORS: EMQINPUT an unknown field or a value that is not a whole number (nothing is written)
 -- EVENTS: none
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
 local allowed = { rate_max = true, rate_ms = true, events_max = true, keep_completed = true,
   keep_completed_ms = true, keep_dead = true, keep_dead_ms = true }
+-- The least value of each setting (a negative events_max would break every later XADD).
+local least = { rate_max = 0, rate_ms = 1, events_max = 1, keep_completed = 0, keep_completed_ms = -1,
+  keep_dead = 0, keep_dead_ms = -1 }
+if #ARGV % 2 ~= 0 then return refuse('configure', 'field value pairs') end
 for i = 1, #ARGV, 2 do
   if not allowed[ARGV[i]] then return redis.error_reply('EMQINPUT unknown setting ' .. ARGV[i]) end
-  if ARGV[i + 1] ~= '-' and not string.match(ARGV[i + 1], '^-?%d+$') then
-    return redis.error_reply('EMQINPUT setting ' .. ARGV[i] .. ' must be a whole number')
+  if ARGV[i + 1] ~= '-' and not whole(ARGV[i + 1], least[ARGV[i]]) then
+    return redis.error_reply('EMQINPUT setting ' .. ARGV[i] .. ' must be a whole number >= ' .. least[ARGV[i]])
   end
 end
 for i = 1, #ARGV, 2 do
@@ -20,5 +41,5 @@ for i = 1, #ARGV, 2 do
   else redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 end
 -- A lifted rate limit may free work that parked consumers are waiting on.
-redis.call('XADD', KEYS[2], 'MAXLEN', '1', '*', 'w', '1')
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100', '*', 'w', '1')
 return 1

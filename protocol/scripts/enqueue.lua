@@ -55,9 +55,11 @@ local function lane_done(p, K, group)
   return false
 end
 
--- One entry on the wake stream: every consumer blocked on it returns and claims.
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
 local function wake(K)
-  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
 -- >>> lib/dedupe.lua
@@ -129,6 +131,24 @@ local function dedupe_release(p, key, id)
   if redis.call('GET', dk) == id then redis.call('DEL', dk) end
 end
 -- <<< lib/dedupe.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if #ARGV < 8 then return refuse('enqueue', 'the prefix, then 9 (or 7) fields per job') end
 local p = ARGV[1]
 local K = { pending = KEYS[1], events = KEYS[2], wake = KEYS[3], meta = KEYS[4], ring = KEYS[5] }
 -- Width 9 unless only 7 fits: where both fit, the second tuple's id (ARGV[11]) decides.
@@ -141,6 +161,9 @@ local n = (#ARGV - 1) / w
 for i = 0, n - 1 do
   if string.sub(ARGV[2 + i * w], 1, 3) ~= 'JOB' then
     return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+  end
+  if not whole(ARGV[4 + i * w], 0) or (ARGV[7 + i * w] ~= '' and not whole(ARGV[7 + i * w], 1)) then
+    return refuse('enqueue', 'a priority that is a whole number >= 0 and a max that is empty or >= 1')
   end
   if w == 9 and ARGV[9 + i * w] ~= '' and not dedupe_spec(ARGV[10 + i * w]) then
     return redis.error_reply('EMQINPUT dedupe_spec must be throttle or debounce, optionally :<ttl_ms>')

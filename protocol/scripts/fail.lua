@@ -56,9 +56,11 @@ local function lane_done(p, K, group)
   return false
 end
 
--- One entry on the wake stream: every consumer blocked on it returns and claims.
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
 local function wake(K)
-  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
 -- >>> lib/retention.lua
@@ -188,6 +190,26 @@ local function child_ended(p, K, parent, id, outcome, result, now, emax)
   return false
 end
 -- <<< lib/flow.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if #ARGV < 6 or not whole(ARGV[6], -1) then
+  return refuse('fail', 'prefix id token message stack delay_ms; delay_ms a whole number >= -1')
+end
 local p, id = ARGV[1], ARGV[2]
 local K = { job = KEYS[1], active = KEYS[2], schedule = KEYS[3], dead = KEYS[4], cancelled = KEYS[5],
   events = KEYS[6], wake = KEYS[7], meta = KEYS[8], ring = KEYS[9], pending = KEYS[10] }
@@ -239,7 +261,9 @@ else
     redis.call('ZADD', K.schedule, now + delay, id)
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', id, 'at', now + delay)
     -- A new earliest run-at moves parked consumers' due timers.
-    if redis.call('ZRANGE', K.schedule, 0, 0)[1] == id then woke = true end
+    if redis.call('ZRANGE', K.schedule, 0, 0)[1] == id then
+      redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 's') -- 's': the schedule's head moved
+    end
   end
   reply = 'retry'
 end

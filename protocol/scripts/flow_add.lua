@@ -54,11 +54,30 @@ local function lane_done(p, K, group)
   return false
 end
 
--- One entry on the wake stream: every consumer blocked on it returns and claims.
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
 local function wake(K)
-  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
 local p = ARGV[1]
 local K = { pending = KEYS[1], events = KEYS[2], wake = KEYS[3], meta = KEYS[4], ring = KEYS[5] }
 local W = 9
@@ -72,6 +91,9 @@ for i = 0, n - 1 do
   local id, parent = ARGV[b], ARGV[b + 7]
   if string.sub(id, 1, 3) ~= 'JOB' then return redis.error_reply('EMQKIND job id must be JOB-namespaced') end
   if children[id] then return redis.error_reply('EMQINPUT job ' .. id .. ' appears twice in the flow') end
+  if not whole(ARGV[b + 2], 0) or (ARGV[b + 5] ~= '' and not whole(ARGV[b + 5], 1)) then
+    return refuse('flow_add', 'a priority that is a whole number >= 0 and a max that is empty or >= 1')
+  end
   if (i == 0) ~= (parent == '') or (i > 0 and not children[parent]) then
     return redis.error_reply('EMQINPUT the first job is the root; every other names an earlier one as parent')
   end

@@ -13,6 +13,27 @@
 -- ERRORS: EMQINPUT every_ms not a whole number >= 1, first_run neither a whole number >= 0
 --   nor 'next', catch_up unknown
 -- EVENTS: none (a registration is not a job transition; each occurrence emits added)
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if #ARGV < 5 or not whole(ARGV[2], 1) or (ARGV[4] ~= 'next' and not whole(ARGV[4], 0))
+    or (ARGV[7] and ARGV[7] ~= '' and not whole(ARGV[7], 1)) then
+  return refuse('register', "name every_ms template first_run prefix [catch_up max]; every_ms >= 1, first_run epoch ms or 'next', max >= 1")
+end
 local name, p = ARGV[1], ARGV[5]
 local rk = p .. 'repeat:' .. name
 if redis.call('EXISTS', rk) == 1 then

@@ -49,11 +49,31 @@ local function lane_done(p, K, group)
   return false
 end
 
--- One entry on the wake stream: every consumer blocked on it returns and claims.
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
 local function wake(K)
-  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if #ARGV < 1 then return refuse('retry', 'prefix, then ids') end
 local p = ARGV[1]
 local K = { dead = KEYS[1], cancelled = KEYS[2], pending = KEYS[3], events = KEYS[4], wake = KEYS[5],
   meta = KEYS[6], ring = KEYS[7] }

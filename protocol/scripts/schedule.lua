@@ -51,9 +51,11 @@ local function lane_done(p, K, group)
   return false
 end
 
--- One entry on the wake stream: every consumer blocked on it returns and claims.
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
 local function wake(K)
-  redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
 -- >>> lib/dedupe.lua
@@ -125,6 +127,28 @@ local function dedupe_release(p, key, id)
   if redis.call('GET', dk) == id then redis.call('DEL', dk) end
 end
 -- <<< lib/dedupe.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if #ARGV < 4 or not whole(ARGV[4], -9007199254740991) or (ARGV[5] and ARGV[5] ~= '' and not whole(ARGV[5], 0))
+    or (ARGV[8] and ARGV[8] ~= '' and not whole(ARGV[8], 1)) then
+  return refuse('schedule', 'id payload mode value [priority group name max backoff dedupe_key dedupe_spec]; '
+    .. 'value and priority whole numbers, priority >= 0, max empty or >= 1')
+end
 if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
@@ -172,5 +196,5 @@ redis.call('XADD', KEYS[3], 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', 
   'at', score)
 -- A new earliest run-at moves every parked consumer's due timer: wake them to re-read it.
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)
-if head[1] == ARGV[1] then redis.call('XADD', KEYS[4], 'MAXLEN', '1', '*', 'w', '1') end
+if head[1] == ARGV[1] then redis.call('XADD', KEYS[4], 'MAXLEN', '~', '100', '*', 'w', 's') end
 return 1

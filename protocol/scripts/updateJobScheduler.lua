@@ -94,7 +94,7 @@ if redis.call('EXISTS', jk) == 0 then
     'at', next_at)
   -- A new earliest run-at moves every parked consumer's due timer: wake them to re-read it.
   if redis.call('ZRANGE', K.schedule, 0, 0)[1] == id then
-    redis.call('XADD', K.wake, 'MAXLEN', '1', '*', 'w', '1')
+    redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 's') -- 's': the schedule's head moved
   end
 end
 redis.call('HSET', sk, 'job', id, 'count', tonumber(rec[3] or '0') + 1)
