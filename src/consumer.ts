@@ -543,15 +543,19 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.acks = [];
     if (acks.length === 0) return;
     const half = Math.max(1, Math.ceil(this.concurrency / 2));
-    for (let i = 0; i < acks.length; i += half) void this.sendAcks(acks.slice(i, i + half));
+    // Each call claims as many jobs as it acknowledges (those slots free up as it runs); the
+    // first also claims the slots that are free already. Computed before any call reserves.
+    let spare = this.closing ? 0 : Math.max(0, this.free);
+    for (let i = 0; i < acks.length; i += half) {
+      const part = acks.slice(i, i + half);
+      void this.sendAcks(part, this.closing ? 0 : part.length + spare);
+      spare = 0;
+    }
   }
 
-  private async sendAcks(acks: [Running<D>, string, unknown][]): Promise<void> {
-    const argv: (string | number)[] = [this.queue.keys.prefix, this.leaseMs, 0];
+  private async sendAcks(acks: [Running<D>, string, unknown][], n: number): Promise<void> {
+    const argv: (string | number)[] = [this.queue.keys.prefix, this.leaseMs, n];
     for (const [job, result] of acks) argv.push(job.id, job.token, result);
-    // Finished jobs free their slots as this call claims: acks count as free.
-    const n = this.closing ? 0 : Math.max(0, this.free + acks.length);
-    argv[2] = n;
     this.reserved += n;
     let reply: [string[], unknown[], string, number];
     try {

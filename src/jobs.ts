@@ -205,6 +205,9 @@ export class Queue<D = unknown, R = unknown> {
   private readonly defaultAttempts: number;
   readonly maxPayloadBytes: number;
   private hello: Promise<unknown> | undefined;
+  private helloDone = false;
+  /** KEYS per script for calls about no particular job: built once, not per call. */
+  private readonly keyCache = new Map<string, string[]>();
   private batch: {
     job: Admission;
     resolve: (r: { id: string; status: EnqueueStatus }) => void;
@@ -234,13 +237,17 @@ export class Queue<D = unknown, R = unknown> {
         throw err;
       });
     }
-    await this.hello;
+    if (!this.helloDone) {
+      await this.hello;
+      this.helloDone = true;
+    }
     const s: Script = script(name);
-    return this.connector.run(
-      s,
-      s.keys.map((k) => this.keys.key(k, jobId)),
-      argv,
-    );
+    let keys = jobId === undefined ? this.keyCache.get(name) : undefined;
+    if (!keys) {
+      keys = s.keys.map((k) => this.keys.key(k, jobId));
+      if (jobId === undefined) this.keyCache.set(name, keys);
+    }
+    return this.connector.run(s, keys, argv);
   }
 
   // ── admission ───────────────────────────────────────────────────────────────

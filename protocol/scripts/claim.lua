@@ -60,6 +60,15 @@ local function wake(K)
   redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/bulk.lua
+-- One command for many members instead of one per job (redis.call count sets a script's
+-- cost), in slices Lua's unpack can take. `args` holds whole member groups (pairs for ZADD).
+local function bulk(cmd, key, args)
+  for i = 1, #args, 4000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+  end
+end
+-- <<< lib/bulk.lua
 -- >>> lib/claim.lua
 -- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
 -- pending (lowest priority score first, then mint order). Each claimed job gets attempts + 1,
@@ -72,6 +81,7 @@ end
 -- until a rate limit lets more be claimed (-1: no limit is holding work back).
 local function claim(p, K, n, lease, now, emax)
   local jobs, got, wait, asked = {}, 0, -1, n
+  local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
@@ -102,7 +112,8 @@ local function claim(p, K, n, lease, now, emax)
     local attempts = tonumber(row[6] or '0') + 1
     local token = tonumber(row[7] or '0') + 1
     redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', token)
-    redis.call('ZADD', K.active, now + lease, id)
+    leases[#leases + 1] = now + lease
+    leases[#leases + 1] = id
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'active', 'id', id, 'attempt', attempts)
     local b = got * 7
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
@@ -163,6 +174,7 @@ local function claim(p, K, n, lease, now, emax)
     end
     if not moved then break end
   end
+  bulk('ZADD', K.active, leases)
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)

@@ -61,6 +61,15 @@ local function wake(K)
   redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/bulk.lua
+-- One command for many members instead of one per job (redis.call count sets a script's
+-- cost), in slices Lua's unpack can take. `args` holds whole member groups (pairs for ZADD).
+local function bulk(cmd, key, args)
+  for i = 1, #args, 4000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+  end
+end
+-- <<< lib/bulk.lua
 -- >>> lib/claim.lua
 -- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
 -- pending (lowest priority score first, then mint order). Each claimed job gets attempts + 1,
@@ -73,6 +82,7 @@ end
 -- until a rate limit lets more be claimed (-1: no limit is holding work back).
 local function claim(p, K, n, lease, now, emax)
   local jobs, got, wait, asked = {}, 0, -1, n
+  local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
@@ -103,7 +113,8 @@ local function claim(p, K, n, lease, now, emax)
     local attempts = tonumber(row[6] or '0') + 1
     local token = tonumber(row[7] or '0') + 1
     redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', token)
-    redis.call('ZADD', K.active, now + lease, id)
+    leases[#leases + 1] = now + lease
+    leases[#leases + 1] = id
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'active', 'id', id, 'attempt', attempts)
     local b = got * 7
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
@@ -164,6 +175,7 @@ local function claim(p, K, n, lease, now, emax)
     end
     if not moved then break end
   end
+  bulk('ZADD', K.active, leases)
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)
@@ -355,6 +367,7 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_completed_ms')
 local emax = s[1] or '10000'
 local statuses, woke, done = {}, false, 0
+local gone, finished = {}, {} -- leave active and join completed in one call each, not per job
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
@@ -365,13 +378,14 @@ for i = 4, #ARGV, 3 do
   elseif row[1] ~= 'active' or row[2] ~= ARGV[i + 1] then
     statuses[#statuses + 1] = 'EMQLEASE'
   else
-    redis.call('ZREM', K.active, id)
+    gone[#gone + 1] = id
+    finished[#finished + 1] = now
+    finished[#finished + 1] = id
     if ARGV[i + 2] ~= '' then
       redis.call('HSET', jk, 'state', 'completed', 'finished', now, 'result', ARGV[i + 2])
     else
       redis.call('HSET', jk, 'state', 'completed', 'finished', now)
     end
-    redis.call('ZADD', K.completed, now, id)
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'completed', 'id', id)
     if row[3] and lane_done(p, K, row[3]) then woke = true end
     if row[4] then dedupe_release(p, row[4], id) end
@@ -380,6 +394,8 @@ for i = 4, #ARGV, 3 do
     done = done + 1
   end
 end
+bulk('ZREM', K.active, gone)
+bulk('ZADD', K.completed, finished)
 -- Per-minute throughput for tools: one counter write per call, not per job.
 if done > 0 then
   local stats = p .. 'stats:' .. math.floor(now / 60000)
