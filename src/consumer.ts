@@ -100,6 +100,8 @@ class Running<D> implements Job<D>, JobContext {
   released = false;
   /** Its lease expired and this same consumer claimed the job again: the old handler still runs. */
   orphaned = false;
+  /** The handler returned and its acknowledgement is queued or in flight: that reply decides. */
+  acking = false;
   readonly startedAt = performance.now();
 
   constructor(
@@ -525,6 +527,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       await this.failed(job, err as Error);
       return;
     }
+    job.acking = true;
     this.acks.push([job, encoded, result]);
     if (!this.ackScheduled) {
       this.ackScheduled = true;
@@ -578,7 +581,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     for (const [i, [job, , result]] of acks.entries()) {
       this.finish(job);
       if (statuses[i] === 'OK') this.emit('completed', job, result);
-      else this.emit('lost', job);
+      else this.lose(job, false);
     }
     if (n > 0) this.started(jobs, wakeId, wait);
     this.watchForWork();
@@ -610,7 +613,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       } catch (err) {
         if (err instanceof EchoMQError && (err.code === 'EMQLEASE' || err.code === 'EMQNOJOB')) {
           this.finish(job);
-          this.emit('lost', job);
+          this.lose(job, false); // once, even when an extension found it lost first
           break;
         }
         if (this.queue.connector.isClosed) return this.finish(job);
@@ -680,7 +683,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   private onLease(job: Running<D>, status: string): void {
     if (status === 'cancel') job.abort('cancelled');
-    else if (status === 'lost') this.lose(job, false);
+    // An acknowledgement may have landed just before this extension: its own reply tells.
+    else if (status === 'lost' && !job.acking) this.lose(job, false);
   }
 
   /**
