@@ -271,7 +271,9 @@ local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
       redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
       redis.call('ZADD', p .. 'schedule', at, kept)
       redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
-      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then wake(K) end
+      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then
+        redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 's') -- the schedule's head moved
+      end
     else
       redis.call('HSET', jk, 'state', 'pending')
       redis.call('HDEL', jk, 'runat')
