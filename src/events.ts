@@ -4,7 +4,7 @@
 // there: no entry is skipped or delivered twice while the stream still holds it.
 import { EventEmitter } from 'node:events';
 import type { RedisClient } from './connector.js';
-import { EchoMQError } from './errors.js';
+import { EchoMQError, optionsObject, showValue } from './errors.js';
 import type { Queue } from './jobs.js';
 
 /** The lifecycle vocabulary (BullMQ's), as written by the protocol scripts. */
@@ -72,12 +72,17 @@ export class QueueEvents extends EventEmitter {
 
   constructor(
     readonly queue: Queue<unknown, unknown>,
-    opts: EventsOptions = {},
+    options?: EventsOptions,
   ) {
     super();
-    this.lastId = opts.from ?? '$';
-    this.blockMs = opts.blockMs ?? 5000;
-    this.count = opts.count ?? 500;
+    const opts = optionsObject(options, 'events options');
+    const from = opts.from ?? '$';
+    if (typeof from !== 'string' || !/^(\$|\d+(-\d+)?)$/.test(from)) {
+      throw new EchoMQError('EMQINPUT', `from must be '$', '0' or a stream id such as '1700000000000-0'`);
+    }
+    this.lastId = from;
+    this.blockMs = whole(opts.blockMs ?? 5000, 'blockMs');
+    this.count = whole(opts.count ?? 500, 'count');
     this.ready = new Promise((resolve) => {
       this.markReady = resolve;
     });
@@ -243,4 +248,15 @@ export async function waitFor<R>(queue: Queue<unknown, R>, id: string, timeoutMs
     clearTimeout(timer);
     await events.close();
   }
+}
+
+/** A whole number of 1 to 2^31 - 1 (the longest timer Node keeps), else EMQINPUT. */
+function whole(value: unknown, what: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 2 ** 31 - 1) {
+    throw new EchoMQError(
+      'EMQINPUT',
+      `${what} must be a whole number from 1 to ${2 ** 31 - 1}, got ${showValue(value)}`,
+    );
+  }
+  return value;
 }

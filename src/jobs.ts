@@ -330,7 +330,13 @@ export class Queue<D = unknown, R = unknown> {
     if (!Array.isArray(items)) {
       throw new EchoMQError('EMQINPUT', 'enqueueMany takes an array of { data, opts? }');
     }
-    const jobs = items.map((it) => this.admission(optionsObject(it, 'an enqueueMany item').data, it.opts)); // refuse bad input before the wire
+    // Refuse bad input before the wire.
+    const jobs = items.map((it) => {
+      if (typeof it !== 'object' || it === null) {
+        throw new EchoMQError('EMQINPUT', 'enqueueMany takes an array of { data, opts? }');
+      }
+      return this.admission(it.data, it.opts);
+    });
     const out: { id: string; status: EnqueueStatus }[] = new Array(jobs.length);
     let next = 0;
     const lane = async () => {
@@ -460,6 +466,7 @@ export class Queue<D = unknown, R = unknown> {
     } = {},
   ): Promise<number> {
     this.connector.assertOpen();
+    optionsObject(opts, 'retryAll options');
     const state = opts.state ?? 'dead';
     if (state !== 'dead' && state !== 'cancelled') {
       throw new EchoMQError(
@@ -564,10 +571,13 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /** Resolves with the job's result when it completes; rejects when it ends dead or cancelled. */
-  waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<R> {
+  waitFor(id: string, options?: { timeoutMs?: number }): Promise<R> {
     this.connector.assertOpen();
     assertJobId(id);
-    return waitFor(this as Queue<unknown, R>, id, opts.timeoutMs);
+    const opts = optionsObject(options, 'waitFor options');
+    const timeoutMs =
+      opts.timeoutMs === undefined ? undefined : wholeNumber(opts.timeoutMs, 'timeoutMs', 1, 2 ** 31 - 1);
+    return waitFor(this as Queue<unknown, R>, id, timeoutMs);
   }
 
   // ── sweeps ──────────────────────────────────────────────────────────────────

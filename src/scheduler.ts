@@ -14,7 +14,7 @@
 // ended) and `P scheduler:<id>` (hash: repeat options, template, current occurrence, count).
 import { Backoff, type BackoffPolicy } from './backoff.js';
 import { encodeJson, parseMaybe } from './codec.js';
-import { EchoMQError } from './errors.js';
+import { EchoMQError, optionsObject } from './errors.js';
 import { assertName } from './keyspace.js';
 import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
 import { assertRecurrenceName, type RecurrenceHost, wholeNumber } from './repeat.js';
@@ -268,6 +268,7 @@ export class JobSchedulers {
   /** Schedulers by upcoming run, soonest first (ended ones last), by rank: start..end inclusive. */
   async list(range: { start?: number; end?: number } = {}): Promise<SchedulerView[]> {
     this.queue.connector.assertOpen();
+    optionsObject(range, 'list range');
     const start = wholeNumber(range.start ?? 0, 'start', Number.MIN_SAFE_INTEGER);
     const end = wholeNumber(range.end ?? -1, 'end', Number.MIN_SAFE_INTEGER);
     const c = this.queue.connector.client;

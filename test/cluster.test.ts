@@ -1,0 +1,202 @@
+// Scale-out on a real local Redis Cluster (3 masters): EchoMQ on an ioredis Cluster client, many
+// queues spread over the shards by their hash tag, each with its own consumer, an events reader,
+// lanes, delays, cancellation, and every end state reached.
+import { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { EchoMQ } from '../src/echomq.js';
+import type { QueueEvent, QueueEvents } from '../src/events.js';
+import { RedisCluster } from './support/redis-cluster.js';
+
+let cluster: RedisCluster;
+
+beforeAll(async () => {
+  cluster = await RedisCluster.start(3);
+}, 60_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** slot -> the port of the master serving it, from CLUSTER SLOTS. */
+async function slotOwners(client: Cluster): Promise<(slot: number) => number> {
+  const ranges = (await client.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
+  return (slot) => {
+    const r = ranges.find(([lo, hi]) => slot >= lo && slot <= hi);
+    if (!r) throw new Error(`slot ${slot} is not served`);
+    return r[2][1];
+  };
+}
+
+describe('EchoMQ on a Redis Cluster', () => {
+  it('spreads queues over the shards and runs every verb on each of them', async () => {
+    const client = new Cluster(cluster.startupNodes);
+    const mq = await EchoMQ.connect({ redis: client });
+    const names = Array.from({ length: 12 }, (_, i) => `cl-${i}`);
+    const queues = names.map((n) => mq.queue<{ n: number; fail?: boolean; hold?: boolean }>(n));
+    const consumers: {
+      close(o: { timeoutMs: number }): Promise<void>;
+      on(e: string, f: (err: unknown) => void): unknown;
+    }[] = [];
+    const readers: QueueEvents[] = [];
+    try {
+      // Every key of a queue hashes to one slot; the queues land on more than one master.
+      const owner = await slotOwners(client);
+      const ports = new Set<number>();
+      for (const q of queues) {
+        const slots = new Set<number>();
+        for (const k of ['meta', 'pending', 'events', 'job:JOBX', 'g:a:pending']) {
+          slots.add(Number(await client.cluster('KEYSLOT', q.keys.key(k))));
+        }
+        expect(slots.size).toBe(1);
+        ports.add(owner([...slots][0]!));
+      }
+      expect(ports.size).toBeGreaterThanOrEqual(2);
+
+      const errors: unknown[] = [];
+      const seen = new Map<string, QueueEvent[]>();
+      for (const q of queues) {
+        const list: QueueEvent[] = [];
+        seen.set(q.name, list);
+        const r = q.events({ blockMs: 500 });
+        r.subscribe((e) => list.push(e));
+        r.on('error', (err) => errors.push(err));
+        readers.push(r);
+      }
+      await Promise.all(readers.map((r) => r.ready));
+
+      const cancelled: string[] = [];
+      for (const q of queues) {
+        await q.lanes.configure('lane-a', { concurrency: 1 });
+        await q.enqueue({ n: 1 });
+        await q.enqueue({ n: 2 }, { group: 'lane-a' });
+        await q.enqueueMany([
+          { data: { n: 3 } },
+          { data: { n: 4 }, opts: { group: 'lane-a' } },
+          { data: { n: 5 }, opts: { group: 'lane-b', priority: 2 } },
+        ]);
+        await q.enqueueIn({ n: 6 }, 150);
+        await q.enqueueAt({ n: 7 }, Date.now() + 100);
+        await q.enqueue({ n: 8, fail: true }, { attempts: 1 });
+        // A waiting job cancelled at once, and a running one cancelled through its signal.
+        const later = await q.enqueueIn({ n: 9 }, 60_000);
+        expect(await q.cancel(later.id)).toBe('cancelled');
+        const held = await q.enqueue({ n: 10, hold: true });
+        cancelled.push(held.id);
+      }
+
+      for (const [i, q] of queues.entries()) {
+        consumers.push(
+          q.consume(
+            async (job, ctx) => {
+              if (job.data.fail) throw new Error('boom');
+              if (job.data.hold) {
+                await new Promise<void>((resolve) => {
+                  if (ctx.signal.aborted) resolve();
+                  ctx.signal.addEventListener('abort', () => resolve());
+                });
+                throw ctx.signal.reason;
+              }
+              return job.data.n * 10;
+            },
+            { concurrency: 4, beatMs: 200, leaseMs: 3000, extendMs: 100 },
+          ),
+        );
+        consumers[i]!.on('error', (err) => errors.push(err));
+        consumers[i]!.on('degraded', (err) => errors.push(err));
+        const heldId = cancelled[i]!;
+        await until(`job ${heldId} active`, async () => (await q.get(heldId))?.state === 'active');
+        expect(await q.cancel(heldId)).toBe('requested');
+      }
+
+      for (const q of queues) {
+        await until(
+          `queue ${q.name} to finish`,
+          async () => {
+            const c = await q.counts();
+            return c.completed === 7 && c.dead === 1 && c.cancelled === 2;
+          },
+          30_000,
+        );
+        const c = await q.counts();
+        expect(c).toMatchObject({ scheduled: 0, pending: 0, active: 0, waiting_children: 0 });
+      }
+
+      // The readers saw every transition of their own queue (and only of it).
+      for (const q of queues) {
+        await until(`events of ${q.name}`, () => {
+          const evs = seen.get(q.name)!;
+          return evs.filter((e) => e.event === 'completed').length === 7;
+        });
+        const evs = seen.get(q.name)!;
+        const ids = new Set(evs.map((e) => e.id).filter(Boolean));
+        for (const id of ids) expect(await q.get(id)).not.toBeNull();
+        expect(evs.some((e) => e.event === 'delayed')).toBe(true);
+        expect(evs.some((e) => e.event === 'retries_exhausted')).toBe(true);
+        expect(evs.filter((e) => e.event === 'failed' && e.fields.reason === 'cancelled').length).toBe(2);
+      }
+
+      // Results round-trip through the shard that holds the queue.
+      const q0 = queues[0]!;
+      const done = await client.zrange(q0.keys.key('completed'), 0, -1);
+      const results = await Promise.all(done.map(async (id) => (await q0.get(id))!.result));
+      expect(results.sort()).toEqual([10, 20, 30, 40, 50, 60, 70].sort());
+
+      // No leg of any consumer or reader failed on the cluster connections.
+      expect(errors).toEqual([]);
+
+      // The queue registry is one global key, on its own slot.
+      expect((await client.smembers('emq:queues')).sort()).toEqual([...names].sort());
+    } finally {
+      await Promise.all(consumers.map((c) => c.close({ timeoutMs: 1000 })));
+      await Promise.all(readers.map((r) => r.close()));
+      await mq.close();
+      client.disconnect();
+    }
+  }, 90_000);
+
+  it('warns at connect when any master may evict keys', async () => {
+    const node = cluster.nodes[1]!.client();
+    const spy = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const client = new Cluster(cluster.startupNodes);
+    try {
+      await node.config('SET', 'maxmemory-policy', 'volatile-lru');
+      await (await EchoMQ.connect({ redis: client })).close();
+      const warnings = spy.mock.calls.filter(([, o]) => (o as { code?: string })?.code === 'EMQEVICTION');
+      expect(warnings).toHaveLength(1);
+      expect(String(warnings[0]![0])).toMatch(/maxmemory-policy is volatile-lru/);
+    } finally {
+      spy.mockRestore();
+      await node.config('SET', 'maxmemory-policy', 'noeviction');
+      await node.quit();
+      client.disconnect();
+    }
+  });
+
+  it('waitFor and a delayed job work through the cluster client', async () => {
+    const client = new Cluster(cluster.startupNodes);
+    const mq = await EchoMQ.connect({ redis: client });
+    const q = mq.queue<number, number>('cl-wait');
+    const consumer = q.consume(async (job) => job.data + 1, { beatMs: 200 });
+    try {
+      const { id } = await q.enqueueIn(41, 200);
+      expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBe(42);
+      const view = await q.get(id);
+      // Timed blocking reads end on the server's tick on a cluster (no CLIENT UNBLOCK there):
+      // the job still never runs before its instant, and starts soon after it.
+      expect(view!.startedAt!).toBeGreaterThanOrEqual(view!.runAt!);
+      expect(view!.startedAt! - view!.runAt!).toBeLessThan(1500);
+    } finally {
+      await consumer.close({ timeoutMs: 1000 });
+      await mq.close();
+      client.disconnect();
+    }
+  }, 30_000);
+});
