@@ -56,6 +56,19 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   ['examples/retention.ts', ['kept: {"completed":3,"dead":1}', 'cleaned: 1']],
   ['examples/progress.ts', ['progress {"done":1,"of":3}', 'last progress: {"done":3,"of":3}']],
   ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
+  // Shown in the README's "Recurring jobs" section, which follows "Flow control".
+  [
+    'examples/recurring.ts',
+    [
+      'repeat: registered',
+      'scheduler: created',
+      'nightly: created, next run at 03:00:00 Berlin time',
+      'tick ran 3 times',
+      'digest ran 3 times, then ended (limit)',
+      'unregistered: true, removed: true',
+      'next 02:30 New York run: 2026-03-08T07:00:00.000Z',
+    ],
+  ],
 ];
 
 describe.concurrent('examples/<feature>.ts', () => {
