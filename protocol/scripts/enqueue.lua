@@ -190,12 +190,14 @@ for i = 0, n - 1 do
   if not out[i + 1] then
     if dkey ~= '' then dedupe_lock(p, jk, id, dkey, ttl) end
     -- attempts is left out until the first claim (absent = 0): a smaller row per waiting job
-    redis.call('HSET', jk, 'state', 'pending', 'payload', ARGV[b + 1], 'created', now)
-    if prio ~= '0' then redis.call('HSET', jk, 'prio', prio) end
-    if group ~= '' then redis.call('HSET', jk, 'group', group) else group = nil end
-    if name ~= '' then redis.call('HSET', jk, 'name', name) end
-    if ARGV[b + 5] ~= '' then redis.call('HSET', jk, 'max', ARGV[b + 5]) end
-    if ARGV[b + 6] ~= '' then redis.call('HSET', jk, 'backoff', ARGV[b + 6]) end
+    -- One HSET for the whole row: the optional fields join it only when present.
+    local row = { 'state', 'pending', 'payload', ARGV[b + 1], 'created', now }
+    if prio ~= '0' then row[#row + 1], row[#row + 2] = 'prio', prio end
+    if group ~= '' then row[#row + 1], row[#row + 2] = 'group', group else group = nil end
+    if name ~= '' then row[#row + 1], row[#row + 2] = 'name', name end
+    if ARGV[b + 5] ~= '' then row[#row + 1], row[#row + 2] = 'max', ARGV[b + 5] end
+    if ARGV[b + 6] ~= '' then row[#row + 1], row[#row + 2] = 'backoff', ARGV[b + 6] end
+    redis.call('HSET', jk, unpack(row))
     if release(p, K, id, group, prio) then woke = true end
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', id, 'name', name)
     out[i + 1] = 1
