@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { EchoMQ } from '../src/echomq.js';
 import { Keyspace } from '../src/keyspace.js';
 import { RedisServer } from '../test/support/redis-server.js';
+import { pause as sleep, within } from '../test/support/wait.js';
 import { FAULT_KINDS, type Fault, type FaultKind, planFaults } from './faults.js';
 import {
   LANES,
@@ -150,8 +151,6 @@ export interface ProfileReport {
   dir?: string;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 // ── child processes ──────────────────────────────────────────────────────────
 
 const children = new Set<ChildProcess>();
@@ -218,20 +217,6 @@ function startProc(file: string, n: number, dir: string, env: Record<string, str
   });
   p.readyP.catch(() => {});
   return p;
-}
-
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 // ── one run ──────────────────────────────────────────────────────────────────

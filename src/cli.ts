@@ -18,7 +18,7 @@ import { EchoMQ } from './echomq.js';
 import { EchoMQError } from './errors.js';
 import type { QueueEvent } from './events.js';
 import { isJobId } from './ids.js';
-import { Inspector, type JobDetail, QUEUES_KEY } from './inspect.js';
+import { Inspector, type JobDetail, QUEUES_KEY, type QueueStats, type SchedulersResult } from './inspect.js';
 import { type EnqueueOptions, JOB_STATES, type JobState, type JobView } from './jobs.js';
 
 /** Exit codes: what a script calling the CLI can switch on. */
@@ -67,6 +67,11 @@ function table(header: string[], rows: (string | number)[][]): string {
         .trimEnd(),
     )
     .join('\n');
+}
+
+/** Adds a table of `rows` to `out`, unless there are none. */
+function pushTable(out: string[], header: string[], rows: (string | number)[][]): void {
+  if (rows.length > 0) out.push(table(header, rows));
 }
 
 function when(ms: number | undefined): string {
@@ -240,6 +245,28 @@ async function requireQueue(s: Session, queue: string): Promise<void> {
   );
 }
 
+/**
+ * A command's usual course: in a session (on `queue`, which must exist, when one is given), `run`
+ * reads or changes something, and its value is printed as JSON under --json, else as `human` says.
+ */
+async function report<T>(
+  g: Globals,
+  queue: string | undefined,
+  run: (s: Session) => Promise<T>,
+  human: (value: T, s: Session) => string,
+): Promise<void> {
+  await withSession(g, async (s) => {
+    if (queue !== undefined) await requireQueue(s, queue);
+    const value = await run(s);
+    if (g.json) return printJson(value);
+    write(human(value, s));
+  });
+}
+
+function noJob(queue: string, id: string): never {
+  throw new CliError(EXIT.notFound, `no job ${id} in queue ${queue}`);
+}
+
 function requireJobId(queue: string, id: string): void {
   if (!isJobId(id)) {
     throw new CliError(
@@ -345,6 +372,80 @@ function jobDetail(j: JobDetail): string {
   return lines.join('\n');
 }
 
+function statsText(st: QueueStats): string {
+  const out = [`queue ${st.name}${st.paused ? '  (paused)' : ''}`];
+  out.push(
+    table(
+      ['STATE', 'JOBS'],
+      JOB_STATES.map((state) => [state, st.counts[state]]),
+    ),
+  );
+  if (st.lanes.length > 0) {
+    out.push('', 'lanes');
+    out.push(
+      table(
+        ['GROUP', 'PENDING', 'RUNNING', 'CONCURRENCY', 'RATE', 'PAUSED'],
+        st.lanes.map((l) => [
+          l.group,
+          l.pending,
+          l.running,
+          l.concurrency === 0 ? 'unlimited' : l.concurrency,
+          l.rateLimit ? `${l.rateLimit.max}/${formatDuration(l.rateLimit.perMs)}` : '-',
+          l.paused ? 'yes' : '',
+        ]),
+      ),
+    );
+  }
+  const r = st.rates;
+  out.push(
+    '',
+    'last hour',
+    `  completed ${r.completedLastHour}  failed ${r.failedLastHour}  failure rate ${(r.failureRate * 100).toFixed(1)}%`,
+    `  completed/min ${sparkline(r.perMinute.map((m) => m.completed))}`,
+    `  failed/min    ${sparkline(r.perMinute.map((m) => m.failed))}`,
+  );
+  out.push('', `consumers (seen in the last 10 minutes): ${st.consumers.length}`);
+  pushTable(
+    out,
+    ['ID', 'HOST', 'PID', 'RUNNING', 'LAST SEEN'],
+    st.consumers.map((c) => [c.id, c.host, c.pid, `${c.running}/${c.concurrency}`, ago(c.lastSeen)]),
+  );
+  return out.join('\n');
+}
+
+function schedulersText(r: SchedulersResult): string {
+  const out: string[] = [];
+  out.push(`repeats: ${r.repeats.length}`);
+  pushTable(
+    out,
+    ['NAME', 'EVERY', 'NEXT RUN', 'RUNS'],
+    r.repeats.map((x) => [
+      x.name,
+      x.everyMs === undefined ? '-' : formatDuration(x.everyMs),
+      `${when(x.nextRunAt)} (${ago(x.nextRunAt)})`,
+      x.runs,
+    ]),
+  );
+  out.push('', `schedulers: ${r.schedulers.length}`);
+  pushTable(
+    out,
+    ['ID', 'REPEAT', 'NEXT RUN', 'RUNS'],
+    r.schedulers.map((x) => [
+      x.id,
+      x.pattern !== undefined
+        ? `${x.pattern}${x.tz ? ` (${x.tz})` : ''}`
+        : x.every !== undefined
+          ? `every ${formatDuration(x.every)}`
+          : '-',
+      x.nextRunAt < 0
+        ? `ended${x.ended ? ` (${x.ended})` : ''}`
+        : `${when(x.nextRunAt)} (${ago(x.nextRunAt)})`,
+      x.iterationCount ?? 0,
+    ]),
+  );
+  return out.join('\n');
+}
+
 // ── the program ─────────────────────────────────────────────────────────────
 
 function version(): string {
@@ -368,17 +469,51 @@ export function buildProgram(): Command {
 
   const globals = (cmd: Command): Globals => cmd.optsWithGlobals() as Globals;
 
+  /** `echomq <name> <queue> <id>`: `run` on one job (its id checked first) in a session. */
+  const jobCommand = <T>(
+    name: string,
+    description: string,
+    run: (s: Session, queue: string, id: string) => Promise<T>,
+    human: (value: T) => string,
+  ): void => {
+    program
+      .command(name)
+      .description(description)
+      .argument('<queue>')
+      .argument('<id>')
+      .action(async (queue: string, id: string, _opts, cmd: Command) => {
+        requireJobId(queue, id);
+        await report(globals(cmd), undefined, (s) => run(s, queue, id), human);
+      });
+  };
+
+  /** `echomq <name> <queue>`: one view of a queue that must exist, read in a session. */
+  const queueView = <T>(
+    name: string,
+    description: string,
+    read: (s: Session, queue: string) => Promise<T>,
+    human: (value: T) => string,
+  ): void => {
+    program
+      .command(name)
+      .description(description)
+      .argument('<queue>')
+      .action(async (queue: string, _opts, cmd: Command) => {
+        await report(globals(cmd), queue, (s) => read(s, queue), human);
+      });
+  };
+
   program
     .command('queues')
     .description('list the queues with their job counts')
     .action(async (_opts, cmd: Command) => {
-      const g = globals(cmd);
-      await withSession(g, async (s) => {
-        const queues = await s.inspector.queues();
-        if (g.json) return printJson(queues);
-        if (queues.length === 0) return write(`no queues on ${shown(s.url)} yet — enqueue a job to make one`);
-        write(
-          table(
+      await report(
+        globals(cmd),
+        undefined,
+        (s) => s.inspector.queues(),
+        (queues, s) => {
+          if (queues.length === 0) return `no queues on ${shown(s.url)} yet — enqueue a job to make one`;
+          return table(
             ['QUEUE', ...JOB_STATES.map((st) => st.toUpperCase()), 'LANES', 'PAUSED'],
             queues.map((q) => [
               q.name,
@@ -386,70 +521,17 @@ export function buildProgram(): Command {
               q.lanes,
               q.paused ? 'yes' : '',
             ]),
-          ),
-        );
-      });
+          );
+        },
+      );
     });
 
-  program
-    .command('stats')
-    .description('counts per state and lane, rates of the last hour, consumers')
-    .argument('<queue>')
-    .action(async (queue: string, _opts, cmd: Command) => {
-      const g = globals(cmd);
-      await withSession(g, async (s) => {
-        await requireQueue(s, queue);
-        const st = await s.inspector.stats(queue);
-        if (g.json) return printJson(st);
-        const out = [`queue ${st.name}${st.paused ? '  (paused)' : ''}`];
-        out.push(
-          table(
-            ['STATE', 'JOBS'],
-            JOB_STATES.map((state) => [state, st.counts[state]]),
-          ),
-        );
-        if (st.lanes.length > 0) {
-          out.push('', 'lanes');
-          out.push(
-            table(
-              ['GROUP', 'PENDING', 'RUNNING', 'CONCURRENCY', 'RATE', 'PAUSED'],
-              st.lanes.map((l) => [
-                l.group,
-                l.pending,
-                l.running,
-                l.concurrency === 0 ? 'unlimited' : l.concurrency,
-                l.rateLimit ? `${l.rateLimit.max}/${formatDuration(l.rateLimit.perMs)}` : '-',
-                l.paused ? 'yes' : '',
-              ]),
-            ),
-          );
-        }
-        const r = st.rates;
-        out.push(
-          '',
-          'last hour',
-          `  completed ${r.completedLastHour}  failed ${r.failedLastHour}  failure rate ${(r.failureRate * 100).toFixed(1)}%`,
-          `  completed/min ${sparkline(r.perMinute.map((m) => m.completed))}`,
-          `  failed/min    ${sparkline(r.perMinute.map((m) => m.failed))}`,
-        );
-        out.push('', `consumers (seen in the last 10 minutes): ${st.consumers.length}`);
-        if (st.consumers.length > 0) {
-          out.push(
-            table(
-              ['ID', 'HOST', 'PID', 'RUNNING', 'LAST SEEN'],
-              st.consumers.map((c) => [
-                c.id,
-                c.host,
-                c.pid,
-                `${c.running}/${c.concurrency}`,
-                ago(c.lastSeen),
-              ]),
-            ),
-          );
-        }
-        write(out.join('\n'));
-      });
-    });
+  queueView(
+    'stats',
+    'counts per state and lane, rates of the last hour, consumers',
+    (s, queue) => s.inspector.stats(queue),
+    statsText,
+  );
 
   program
     .command('jobs')
@@ -494,21 +576,12 @@ export function buildProgram(): Command {
       },
     );
 
-  program
-    .command('job')
-    .description('one job: its row and its events still in the stream')
-    .argument('<queue>')
-    .argument('<id>')
-    .action(async (queue: string, id: string, _opts, cmd: Command) => {
-      const g = globals(cmd);
-      requireJobId(queue, id);
-      await withSession(g, async (s) => {
-        const job = await s.inspector.job(queue, id);
-        if (!job) throw new CliError(EXIT.notFound, `no job ${id} in queue ${queue}`);
-        if (g.json) return printJson(job);
-        write(jobDetail(job));
-      });
-    });
+  jobCommand(
+    'job',
+    'one job: its row and its events still in the stream',
+    async (s, queue, id) => (await s.inspector.job(queue, id)) ?? noJob(queue, id),
+    jobDetail,
+  );
 
   program
     .command('retry')
@@ -561,40 +634,25 @@ export function buildProgram(): Command {
       },
     );
 
-  program
-    .command('cancel')
-    .description('cancel a waiting job, or ask a running one to stop')
-    .argument('<queue>')
-    .argument('<id>')
-    .action(async (queue: string, id: string, _opts, cmd: Command) => {
-      const g = globals(cmd);
-      requireJobId(queue, id);
-      await withSession(g, async (s) => {
-        const status = await s.mq.queue(queue).cancel(id);
-        if (g.json) return printJson({ id, status });
-        write(
-          status === 'cancelled'
-            ? `cancelled ${id}`
-            : `asked ${id} to stop: it is running and ends cancelled at its next lease checkpoint`,
-        );
-      });
-    });
+  jobCommand(
+    'cancel',
+    'cancel a waiting job, or ask a running one to stop',
+    async (s, queue, id) => ({ id, status: await s.mq.queue(queue).cancel(id) }),
+    ({ id, status }) =>
+      status === 'cancelled'
+        ? `cancelled ${id}`
+        : `asked ${id} to stop: it is running and ends cancelled at its next lease checkpoint`,
+  );
 
-  program
-    .command('remove')
-    .description('delete a job that is not running')
-    .argument('<queue>')
-    .argument('<id>')
-    .action(async (queue: string, id: string, _opts, cmd: Command) => {
-      const g = globals(cmd);
-      requireJobId(queue, id);
-      await withSession(g, async (s) => {
-        const removed = await s.mq.queue(queue).remove(id);
-        if (!removed) throw new CliError(EXIT.notFound, `no job ${id} in queue ${queue}`);
-        if (g.json) return printJson({ id, status: 'removed' });
-        write(`removed ${id}`);
-      });
-    });
+  jobCommand(
+    'remove',
+    'delete a job that is not running',
+    async (s, queue, id) => {
+      if (!(await s.mq.queue(queue).remove(id))) noJob(queue, id);
+      return { id, status: 'removed' };
+    },
+    ({ id }) => `removed ${id}`,
+  );
 
   for (const verb of ['pause', 'resume'] as const) {
     program
@@ -679,54 +737,12 @@ export function buildProgram(): Command {
       },
     );
 
-  program
-    .command('schedulers')
-    .description('fixed cadences (repeat) and job schedulers, soonest next run first')
-    .argument('<queue>')
-    .action(async (queue: string, _opts, cmd: Command) => {
-      const g = globals(cmd);
-      await withSession(g, async (s) => {
-        await requireQueue(s, queue);
-        const r = await s.inspector.schedulers(queue);
-        if (g.json) return printJson(r);
-        const out: string[] = [];
-        out.push(`repeats: ${r.repeats.length}`);
-        if (r.repeats.length > 0) {
-          out.push(
-            table(
-              ['NAME', 'EVERY', 'NEXT RUN', 'RUNS'],
-              r.repeats.map((x) => [
-                x.name,
-                x.everyMs === undefined ? '-' : formatDuration(x.everyMs),
-                `${when(x.nextRunAt)} (${ago(x.nextRunAt)})`,
-                x.runs,
-              ]),
-            ),
-          );
-        }
-        out.push('', `schedulers: ${r.schedulers.length}`);
-        if (r.schedulers.length > 0) {
-          out.push(
-            table(
-              ['ID', 'REPEAT', 'NEXT RUN', 'RUNS'],
-              r.schedulers.map((x) => [
-                x.id,
-                x.pattern !== undefined
-                  ? `${x.pattern}${x.tz ? ` (${x.tz})` : ''}`
-                  : x.every !== undefined
-                    ? `every ${formatDuration(x.every)}`
-                    : '-',
-                x.nextRunAt < 0
-                  ? `ended${x.ended ? ` (${x.ended})` : ''}`
-                  : `${when(x.nextRunAt)} (${ago(x.nextRunAt)})`,
-                x.iterationCount ?? 0,
-              ]),
-            ),
-          );
-        }
-        write(out.join('\n'));
-      });
-    });
+  queueView(
+    'schedulers',
+    'fixed cadences (repeat) and job schedulers, soonest next run first',
+    (s, queue) => s.inspector.schedulers(queue),
+    schedulersText,
+  );
 
   program
     .command('tail')

@@ -108,7 +108,8 @@ function findOnPath(name: string, path: string): string | undefined {
 
 // ── a throw-away server ─────────────────────────────────────────────────────────
 
-function freePort(): Promise<number> {
+/** A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();

@@ -1,21 +1,13 @@
 // Backoff is pure: every case passes its own attempts and random source, so nothing here sleeps.
 import { describe, expect, it } from 'vitest';
+import { mulberry32 } from '../chaos/faults.js';
 import { Backoff, type BackoffPolicy, delayMs } from '../src/backoff.js';
 import { EchoMQError } from '../src/errors.js';
 
 const exp: BackoffPolicy = { kind: 'exponential', base: 100, cap: 10_000 };
 
 /** A small seeded generator (mulberry32) so the property loop is repeatable. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const seeded = mulberry32;
 
 function inputError(fn: () => unknown): EchoMQError {
   try {

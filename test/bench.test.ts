@@ -1,38 +1,14 @@
 // Keeps the benchmark from rotting: runs `bench/run.ts --tiny` (very small N, one round) as
 // a child process and checks it exits 0 with a table row and a JSON line for every workload.
 // No timing assertions: the figures on a shared test machine mean nothing.
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CEILINGS } from '../bench/ceiling.js';
 import { WORKLOADS } from '../bench/workloads.js';
+import { ROOT, type Run, runProcess } from './support/run-process.js';
 
-const ROOT = join(import.meta.dirname, '..');
-
-function runBench(
-  args: string[],
-  timeoutMs: number,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(ROOT, 'node_modules', '.bin', 'tsx'), ['bench/run.ts', ...args], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+function runBench(args: string[], timeoutMs: number): Promise<Run> {
+  return runProcess(join(ROOT, 'node_modules', '.bin', 'tsx'), ['bench/run.ts', ...args], timeoutMs);
 }
 
 describe('bench', () => {

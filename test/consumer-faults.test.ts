@@ -9,6 +9,7 @@ import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/jobs.js';
 import { script } from '../src/scripts.js';
 import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { deferred, pause, within } from './support/wait.js';
 
 const env = useRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
 
@@ -33,10 +34,6 @@ afterEach(async () => {
   raw.disconnect();
 });
 
-function pause(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
 /** Polls `read` every 5 ms until `done` holds; read errors (the server is restarting) count as not done. */
 async function poll<T>(
   read: () => Promise<T>,
@@ -56,21 +53,6 @@ async function poll<T>(
     if (Date.now() > end)
       throw new Error(`timed out after ${ms} ms waiting for ${what} (last: ${String(last)})`);
     await pause(5);
-  }
-}
-
-/** Rejects when `promise` has not settled within `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 
@@ -144,19 +126,6 @@ class ReplyDropper {
   }
 }
 
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-}
-
-function deferred<T = void>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
-
 /** Every id's state, read straight from the rows. */
 async function states(ids: string[]): Promise<Map<string, string | null>> {
   const pipeline = raw.pipeline();
@@ -185,6 +154,16 @@ async function allCompleted(ids: string[]): Promise<void> {
   const end = await states(ids);
   expect([...end.entries()].filter(([, s]) => s !== 'completed')).toEqual([]);
   expect(await q.counts()).toMatchObject({ pending: 0, active: 0, scheduled: 0, dead: 0 });
+}
+
+/** Waits (bounded) until handlers have started `n` distinct jobs. */
+async function started(ran: Map<string, number>, n: number): Promise<void> {
+  await poll(
+    async () => ran.size,
+    (size) => size >= n,
+    `${n} jobs started`,
+    15_000,
+  );
 }
 
 async function enqueueAll(): Promise<string[]> {
@@ -216,12 +195,7 @@ describe('connection faults', () => {
     const ran = new Map<string, number>();
     consumer = q.consume(work(ran), { concurrency: 10, leaseMs: 1000, beatMs: 100 });
     const ids = await enqueueAll();
-    await poll(
-      async () => ran.size,
-      (n) => n >= 150,
-      '150 jobs started',
-      15_000,
-    );
+    await started(ran, 150);
     expect(ran.size).toBeLessThan(JOBS); // mid-run
     await env.server.restart();
     await allCompleted(ids);
@@ -248,12 +222,7 @@ describe('connection faults', () => {
       consumer.on('degraded', (_err, retryInMs) => log.push(`degraded ${retryInMs > 0}`));
       consumer.on('recovered', () => log.push('recovered'));
       const ids = await enqueueAll();
-      await poll(
-        async () => ran.size,
-        (n) => n >= 150,
-        '150 jobs started',
-        15_000,
-      );
+      await started(ran, 150);
       expect(ran.size).toBeLessThan(JOBS); // mid-run
       await env.server.kill();
       await within(wentDown, 10_000, 'degraded while the server is down');

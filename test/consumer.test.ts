@@ -6,18 +6,26 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type ConsumeOptions, type Consumer, type Handler, UnrecoverableError } from '../src/consumer.js';
 import { EchoMQ } from '../src/echomq.js';
 import { EchoMQError } from '../src/errors.js';
 import type { Queue } from '../src/jobs.js';
 import { script } from '../src/scripts.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { useQueue, useRedisServer } from './support/harness.js';
+import {
+  closeAll,
+  deferred,
+  fieldsOf,
+  pause,
+  poll,
+  serverNow as serverClock,
+  within,
+} from './support/observe.js';
 
 const env = useRedisServer();
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-let mq: EchoMQ;
 let raw: Redis;
 let name: string;
 let q: Queue;
@@ -25,20 +33,17 @@ const consumers: Consumer[] = [];
 const others: EchoMQ[] = [];
 const children: ChildProcess[] = [];
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('consumer');
-  q = mq.queue(name);
-});
-
-afterEach(async () => {
-  for (const child of children.splice(0)) child.kill('SIGKILL');
-  await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 0 })));
-  await Promise.all(others.splice(0).map((m) => m.close()));
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'consumer',
+  (f) => {
+    ({ raw, name, q } = f);
+  },
+  () => {
+    for (const child of children.splice(0)) child.kill('SIGKILL');
+    return closeAll(consumers, others);
+  },
+);
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
@@ -55,49 +60,6 @@ function consume<D = unknown, R = unknown>(
 
 function key(suffix: string): string {
   return `emq:{${name}}:${suffix}`;
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-}
-
-function deferred<T = void>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
-
-/** Rejects when `promise` has not settled within `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Polls `read` every 5 ms until `done` holds. */
-async function poll<T>(read: () => Promise<T>, done: (v: T) => boolean, what: string, ms = 5000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (done(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await pause(5);
-  }
-}
-
-function pause(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 /** Resolves once `signal` aborts. */
@@ -130,18 +92,14 @@ async function events(id?: string): Promise<Entry[]> {
   const entries = await raw.xrange(key('events'), '-', '+');
   const out: Entry[] = [];
   for (const [streamId, fields] of entries) {
-    const entry = { streamMs: Number(streamId.split('-')[0]) } as Entry;
-    for (let i = 0; i < fields.length; i += 2) entry[fields[i]!] = fields[i + 1]!;
+    const entry = fieldsOf(fields, { streamMs: Number(streamId.split('-')[0]) } as Entry);
     if (id === undefined || entry.id === id) out.push(entry);
   }
   return out;
 }
 
 /** The Redis server's clock in ms (the clock every script prices time with). */
-async function serverNow(): Promise<number> {
-  const [sec, usec] = await raw.time();
-  return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
-}
+const serverNow = () => serverClock(raw);
 
 function items(n: number): { data: number }[] {
   return Array.from({ length: n }, (_, i) => ({ data: i }));

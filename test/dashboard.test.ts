@@ -9,13 +9,13 @@ import { networkInterfaces } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Consumer, Handler } from '../src/consumer.js';
 import { DASHBOARD_JS } from '../src/dashboard/assets.js';
 import { type DashboardOptions, dashboardHandler, startDashboard } from '../src/dashboard.js';
-import { EchoMQ } from '../src/echomq.js';
+import type { EchoMQ } from '../src/echomq.js';
 import type { EnqueueOptions, Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { useQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -27,18 +27,16 @@ let name: string;
 let q: Queue;
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('dash');
-  q = mq.queue(name);
-});
-
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'dash',
+  (f) => {
+    ({ mq, raw, name, q } = f);
+  },
+  async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  },
+);
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
 

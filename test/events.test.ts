@@ -2,36 +2,31 @@
 // their fields, '0' replays and a stream id resumes, async iteration ends on close(), a killed
 // connection resumes without gaps or duplicates, and waitFor settles on every terminal state.
 import type { Redis, RedisOptions } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Consumer, type Handler, UnrecoverableError } from '../src/consumer.js';
 import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError, type ErrorCode } from '../src/errors.js';
+import type { EchoMQError, ErrorCode } from '../src/errors.js';
 import type { EventsOptions, QueueEvent, QueueEvents } from '../src/events.js';
 import type { Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { useQueue, useRedisServer } from './support/harness.js';
+import { closeAll, pause, poll, refusal, within } from './support/observe.js';
 
 const env = useRedisServer();
 
-let mq: EchoMQ;
 let raw: Redis;
 let name: string;
 let q: Queue;
 const readers: QueueEvents[] = [];
 const consumers: Consumer[] = [];
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('events');
-  q = mq.queue(name);
-});
-
-afterEach(async () => {
-  await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 0 })));
-  await Promise.all(readers.splice(0).map((r) => r.close()));
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'events',
+  (f) => {
+    ({ raw, name, q } = f);
+  },
+  () => closeAll(consumers, readers),
+);
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
@@ -55,50 +50,9 @@ function collect(r: QueueEvents, event?: QueueEvent['event']): QueueEvent[] {
   return got;
 }
 
-function pause(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Polls `read` every 5 ms until `done` holds. */
-async function poll<T>(
-  read: () => T | Promise<T>,
-  done: (v: T) => boolean,
-  what: string,
-  ms = 5000,
-): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (done(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await pause(5);
-  }
-}
-
-/** Rejects when `promise` has not settled within `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** The EchoMQError a promise rejected with. */
-async function rejection(promise: Promise<unknown>): Promise<EchoMQError> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(EchoMQError);
-    return err as EchoMQError;
-  }
-  throw new Error('expected the promise to reject');
+function rejection(promise: Promise<unknown>): Promise<EchoMQError> {
+  return refusal(() => promise);
 }
 
 async function expectRejected(promise: Promise<unknown>, code: ErrorCode): Promise<EchoMQError> {

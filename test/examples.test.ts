@@ -2,45 +2,17 @@
 // its own process against a throw-away redis-server (REDIS_URL), exits 0 by itself and prints
 // what it promises; and the README shows each one character for character.
 // They import 'echomq', the built package: `npm test` builds it first (pretest).
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { useRedisServer } from './support/harness.js';
+import { type Run, ROOT as root, runTs } from './support/run-process.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const env = useRedisServer();
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 function runExample(file: string, timeoutMs = 20_000): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const { REDIS_URL: _url, ...rest } = process.env;
-    const child = spawn(process.execPath, ['--import', 'tsx', file], {
-      cwd: root,
-      env: { ...rest, REDIS_URL: env.server.url },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  const { REDIS_URL: _url, ...rest } = process.env;
+  return runTs(file, { ...rest, REDIS_URL: env.server.url }, timeoutMs);
 }
 
 /** Each example and lines (or patterns) its output must hold. */

@@ -3,18 +3,17 @@
 // (throttle, debounce, ttl, release when the kept job ends), retention, clean, drained and
 // progress. Tests observe events, rows and idle(); none sleeps to "let it run".
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Consumer } from '../src/consumer.js';
-import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError } from '../src/errors.js';
 import type { Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { useQueue, useRedisServer } from './support/harness.js';
 import {
   busiestWindow,
   Consumers,
   completions,
   deferred,
   poll,
+  refusal,
   serverNow,
   streamEvents,
   within,
@@ -22,35 +21,20 @@ import {
 
 const env = useRedisServer();
 
-let mq: EchoMQ;
 let raw: Redis;
 let name: string;
 let q: Queue;
 let P: string;
 const consumers = new Consumers(() => env.server.url);
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('flow');
-  q = mq.queue(name);
-  P = q.keys.prefix;
-});
-
-afterEach(async () => {
-  await consumers.closeAll();
-  await mq.close();
-  await raw.quit();
-});
-
-async function refusal(call: () => Promise<unknown>): Promise<EchoMQError> {
-  const err = await call().then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(EchoMQError);
-  return err as EchoMQError;
-}
+useQueue(
+  env,
+  'flow',
+  (f) => {
+    ({ raw, name, q, P } = f);
+  },
+  () => consumers.closeAll(),
+);
 
 /** Claims and completes one job by hand (as a consumer would), returning its id. */
 async function runOne(result = ''): Promise<string> {

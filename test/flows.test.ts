@@ -3,13 +3,12 @@
 // that ends without completing fails its parent (and so on up) unless the parent continues on
 // child failure; the whole flow is admitted atomically or not at all.
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Consumer, Handler } from '../src/consumer.js';
-import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError } from '../src/errors.js';
+import type { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
-import { Consumers, poll, streamEvents, within } from './support/observe.js';
+import { useQueue, useRedisServer } from './support/harness.js';
+import { Consumers, poll, refusal, streamEvents, within } from './support/observe.js';
 
 const env = useRedisServer();
 
@@ -20,19 +19,14 @@ let q: Queue;
 let P: string;
 const consumers = new Consumers(() => env.server.url);
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('flows');
-  q = mq.queue(name);
-  P = q.keys.prefix;
-});
-
-afterEach(async () => {
-  await consumers.closeAll();
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'flows',
+  (f) => {
+    ({ mq, raw, name, q, P } = f);
+  },
+  () => consumers.closeAll(),
+);
 
 type Step = { step: string; fail?: boolean };
 
@@ -54,15 +48,6 @@ async function start(n: number, handler: Handler<Step, unknown> = worker): Promi
     );
   }
   return cs;
-}
-
-async function refusal(call: () => Promise<unknown>): Promise<EchoMQError> {
-  const err = await call().then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(EchoMQError);
-  return err as EchoMQError;
 }
 
 describe('a parent and its children', () => {

@@ -2,12 +2,12 @@
 // (one paused), consumers and per-minute stats, read back through each method, with paging
 // across flat pending and lanes, and proof that reading writes nothing.
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { EchoMQ } from '../src/echomq.js';
 import { EchoMQError } from '../src/errors.js';
 import { Inspector } from '../src/inspect.js';
 import type { EnqueueOptions, Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
 
@@ -17,17 +17,9 @@ let name: string;
 let q: Queue;
 let inspector: Inspector;
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('inspect');
-  q = mq.queue(name);
+useQueue(env, 'inspect', (f) => {
+  ({ mq, raw, name, q } = f);
   inspector = new Inspector(mq);
-});
-
-afterEach(async () => {
-  await mq.close();
-  await raw.quit();
 });
 
 // ── helpers ─────────────────────────────────────────────────────────────────────

@@ -2,11 +2,12 @@
 // touches afterwards (job row, which sorted set holds the id and at what score) and the events it
 // appends to `emq:{<queue>}:events`.
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError, type ErrorCode } from '../src/errors.js';
+import { describe, expect, it, vi } from 'vitest';
+import type { EchoMQ } from '../src/echomq.js';
+import type { ErrorCode } from '../src/errors.js';
 import type { EnqueueOptions, Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
+import { expectRefused, poll, scoreOf, serverNow as serverClock, streamFields } from './support/observe.js';
 
 const env = useRedisServer();
 
@@ -15,18 +16,14 @@ let raw: Redis;
 let name: string;
 let q: Queue;
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('jobs');
-  q = mq.queue(name);
-});
-
-afterEach(async () => {
-  vi.useRealTimers();
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'jobs',
+  (f) => {
+    ({ mq, raw, name, q } = f);
+  },
+  () => vi.useRealTimers(),
+);
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
@@ -37,59 +34,24 @@ function key(suffix: string, queue = name): string {
 type Entry = Record<string, string>;
 
 /** The queue's event stream as field maps, oldest first. */
-async function events(queue = name): Promise<Entry[]> {
-  const entries = await raw.xrange(key('events', queue), '-', '+');
-  return entries.map(([, fields]) => {
-    const entry: Entry = {};
-    for (let i = 0; i < fields.length; i += 2) entry[fields[i]!] = fields[i + 1]!;
-    return entry;
-  });
+function events(queue = name): Promise<Entry[]> {
+  return streamFields(raw, key('events', queue));
 }
 
 /** The Redis server's clock in ms (the clock every script prices time with). */
-async function serverNow(): Promise<number> {
-  const [s, us] = await raw.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
+const serverNow = () => serverClock(raw);
 
 async function row(id: string): Promise<Record<string, string>> {
   return raw.hgetall(key(`job:${id}`));
 }
 
-async function zscore(set: string, id: string): Promise<number | null> {
-  const s = await raw.zscore(key(set), id);
-  return s === null ? null : Number(s);
+function zscore(set: string, id: string): Promise<number | null> {
+  return scoreOf(raw, key(set), id);
 }
 
 /** Every key of the queue, sorted. */
 async function queueKeys(queue = name): Promise<string[]> {
   return (await raw.keys(key('*', queue))).sort();
-}
-
-/** The EchoMQError a call was refused with, whether it threw synchronously or rejected. */
-async function refusal(call: () => unknown): Promise<EchoMQError> {
-  try {
-    await call();
-  } catch (err) {
-    expect(err).toBeInstanceOf(EchoMQError);
-    return err as EchoMQError;
-  }
-  throw new Error('expected the call to be refused');
-}
-
-async function expectRefused(call: () => unknown, code: ErrorCode): Promise<void> {
-  expect((await refusal(call)).code).toBe(code);
-}
-
-/** Polls `read` every 5 ms until `done` holds (for due times on the server clock; no long sleeps). */
-async function poll<T>(read: () => Promise<T>, done: (v: T) => boolean, what: string, ms = 3000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (done(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 /** Calls promote until it has selected `n` due members in total. */

@@ -5,17 +5,16 @@
 // rate limit is checked on the rows' `started` instants (the server clock), and the limited
 // consumers park on a timer instead of polling.
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Consumer } from '../src/consumer.js';
-import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError } from '../src/errors.js';
 import type { Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { useQueue, useRedisServer } from './support/harness.js';
 import {
   busiestWindow,
   Consumers,
   completions,
   deferred,
+  expectRefused,
   pause,
   poll,
   streamEvents,
@@ -24,26 +23,20 @@ import {
 
 const env = useRedisServer();
 
-let mq: EchoMQ;
 let raw: Redis;
 let name: string;
 let q: Queue;
 let P: string;
 const consumers = new Consumers(() => env.server.url);
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('lanes');
-  q = mq.queue(name);
-  P = q.keys.prefix;
-});
-
-afterEach(async () => {
-  await consumers.closeAll();
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'lanes',
+  (f) => {
+    ({ raw, name, q, P } = f);
+  },
+  () => consumers.closeAll(),
+);
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
@@ -341,13 +334,8 @@ describe('lanes stay consistent', () => {
   });
 });
 
-async function expectRefusedLease(call: () => Promise<unknown>): Promise<void> {
-  const err = await call().then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(EchoMQError);
-  expect((err as EchoMQError).code).toBe('EMQLEASE');
+function expectRefusedLease(call: () => Promise<unknown>): Promise<void> {
+  return expectRefused(call, 'EMQLEASE');
 }
 
 // ── rate limits ─────────────────────────────────────────────────────────────────

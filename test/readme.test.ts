@@ -1,18 +1,16 @@
 // The README's promises, checked: its quick start is examples/quickstart.ts and prints what the
 // README says; the `npm start` demo runs its jobs to completion and exits by itself; and
 // findOrStartRedis finds, starts, stops, or explains plainly how to install redis-server.
-import { spawn } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
-import { delimiter, dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { delimiter, join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { findOrStartRedis } from '../src/dev-server.js';
 import { EchoMQError } from '../src/errors.js';
 import { useRedisServer } from './support/harness.js';
 import { freePort } from './support/redis-server.js';
+import { ROOT as root, runTs } from './support/run-process.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
 const env = useRedisServer();
 
@@ -31,38 +29,6 @@ function fencedBlock(heading: string, lang: string): string {
   const start = open + lang.length + 5;
   const end = readme.indexOf('\n```\n', start);
   return readme.slice(start, end + 1);
-}
-
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs a TypeScript file from the repository root under tsx, as `npm start` would. */
-function runTs(file: string, envVars: NodeJS.ProcessEnv, timeoutMs = 20_000): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', file], {
-      cwd: root,
-      env: envVars,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
 }
 
 /** The environment of this process without the variables that pick a Redis. */

@@ -4,13 +4,21 @@
 // list, and a consumer whose beat runs the pump. Periods are tens of milliseconds; no test sleeps
 // for seconds, and past instants stand in for periods no pump ran.
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Consumer } from '../src/consumer.js';
 import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError, type ErrorCode } from '../src/errors.js';
+import type { ErrorCode } from '../src/errors.js';
 import type { Queue } from '../src/jobs.js';
 import { occurrenceId } from '../src/repeat.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
+import {
+  closeAll,
+  poll,
+  refusal,
+  scoreOf,
+  serverNow as serverClock,
+  streamFields,
+} from './support/observe.js';
 
 const env = useRedisServer();
 
@@ -21,19 +29,14 @@ let q: Queue;
 const others: EchoMQ[] = [];
 const consumers: Consumer[] = [];
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('repeat');
-  q = mq.queue(name);
-});
-
-afterEach(async () => {
-  await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 0 })));
-  await Promise.all(others.splice(0).map((m) => m.close()));
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'repeat',
+  (f) => {
+    ({ mq, raw, name, q } = f);
+  },
+  () => closeAll(consumers, others),
+);
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
@@ -41,23 +44,14 @@ function key(suffix: string): string {
   return `emq:{${name}}:${suffix}`;
 }
 
-async function serverNow(): Promise<number> {
-  const [s, us] = await raw.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+const serverNow = () => serverClock(raw);
+
+function score(set: string, member: string): Promise<number | null> {
+  return scoreOf(raw, key(set), member);
 }
 
-async function score(set: string, member: string): Promise<number | null> {
-  const s = await raw.zscore(key(set), member);
-  return s === null ? null : Number(s);
-}
-
-async function events(): Promise<Record<string, string>[]> {
-  const entries = await raw.xrange(key('events'), '-', '+');
-  return entries.map(([, f]) => {
-    const e: Record<string, string> = {};
-    for (let i = 0; i < f.length; i += 2) e[f[i]!] = f[i + 1]!;
-    return e;
-  });
+function events(): Promise<Record<string, string>[]> {
+  return streamFields(raw, key('events'));
 }
 
 /** Every occurrence row of the cadence `n`, by id. */
@@ -69,29 +63,7 @@ async function occurrenceRows(n: string): Promise<Map<string, Record<string, str
 }
 
 async function refused(call: () => unknown): Promise<ErrorCode> {
-  try {
-    await call();
-  } catch (err) {
-    expect(err).toBeInstanceOf(EchoMQError);
-    return (err as EchoMQError).code;
-  }
-  throw new Error('expected the call to be refused');
-}
-
-/** Polls `read` every 5 ms until `done` holds (bounded). */
-async function poll<T>(
-  read: () => Promise<T> | T,
-  done: (v: T) => boolean,
-  what: string,
-  ms = 3000,
-): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (done(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  return (await refusal(call)).code;
 }
 
 // ── register ────────────────────────────────────────────────────────────────────

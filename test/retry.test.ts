@@ -2,10 +2,10 @@
 // job goes back to pending (or its lane) with a fresh set of attempts and its error kept as
 // lastError; retryAll moves a whole terminal set in bounded batches, reporting progress.
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
+import { describe, expect, it } from 'vitest';
+import type { EchoMQ } from '../src/echomq.js';
 import type { EnqueueOptions, Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { useQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
 
@@ -13,17 +13,16 @@ let mq: EchoMQ;
 let raw: Redis;
 let q: Queue;
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  q = mq.queue(uniqueQueue('retry'));
-});
-
-afterEach(async () => {
-  mq.connector.observer = undefined;
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'retry',
+  (f) => {
+    ({ mq, raw, q } = f);
+  },
+  () => {
+    mq.connector.observer = undefined;
+  },
+);
 
 function key(suffix: string): string {
   return `${q.keys.prefix}${suffix}`;

@@ -4,15 +4,16 @@
 // and racing consumers; limit and endDate ending a scheduler; bad patterns and zones storing
 // nothing; and a consumer running an `every: 50` scheduler on time. Periods are tens of ms.
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Consumer } from '../src/consumer.js';
 import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError, type ErrorCode } from '../src/errors.js';
+import type { ErrorCode } from '../src/errors.js';
 import type { Queue } from '../src/jobs.js';
 import { calculateNextMillis } from '../src/next-run.js';
 import { occurrenceId } from '../src/repeat.js';
 import { nextOccurrence } from '../src/scheduler.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
+import { closeAll, poll, refusal, serverNow as serverClock } from './support/observe.js';
 
 const env = useRedisServer();
 
@@ -23,19 +24,14 @@ let q: Queue;
 const others: EchoMQ[] = [];
 const consumers: Consumer[] = [];
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('sched');
-  q = mq.queue(name);
-});
-
-afterEach(async () => {
-  await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 0 })));
-  await Promise.all(others.splice(0).map((m) => m.close()));
-  await mq.close();
-  await raw.quit();
-});
+useQueue(
+  env,
+  'sched',
+  (f) => {
+    ({ mq, raw, name, q } = f);
+  },
+  () => closeAll(consumers, others),
+);
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
@@ -43,10 +39,7 @@ function key(suffix: string): string {
   return `emq:{${name}}:${suffix}`;
 }
 
-async function serverNow(): Promise<number> {
-  const [s, us] = await raw.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
+const serverNow = () => serverClock(raw);
 
 /** Ids in the schedule set that are occurrences of scheduler `id`. */
 async function scheduled(id: string): Promise<string[]> {
@@ -61,33 +54,10 @@ async function occurrenceRows(id: string): Promise<Map<string, Record<string, st
   return out;
 }
 
-async function refused(call: () => unknown): Promise<EchoMQError> {
-  try {
-    await call();
-  } catch (err) {
-    expect(err).toBeInstanceOf(EchoMQError);
-    return err as EchoMQError;
-  }
-  throw new Error('expected the call to be refused');
-}
+const refused = refusal;
 
 async function code(call: () => unknown): Promise<ErrorCode> {
   return (await refused(call)).code;
-}
-
-async function poll<T>(
-  read: () => Promise<T> | T,
-  done: (v: T) => boolean,
-  what: string,
-  ms = 3000,
-): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (done(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 /** Drives one scheduler by hand (promote, then the hand-off) until `done` holds. */

@@ -2,31 +2,19 @@
 // from each script's contract header): replies and error codes, the job row and sorted sets after
 // each call, and the events appended to `emq:{<queue>}:events`.
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError, type ErrorCode } from '../src/errors.js';
+import { describe, expect, it } from 'vitest';
 import type { EnqueueOptions, Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { useQueue, useRedisServer } from './support/harness.js';
+import { expectRefused, poll, scoreOf, serverNow as serverClock, streamFields } from './support/observe.js';
 
 const env = useRedisServer();
 
-let mq: EchoMQ;
 let raw: Redis;
-let name: string;
 let q: Queue;
 let P: string;
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('scripts');
-  q = mq.queue(name);
-  P = q.keys.prefix;
-});
-
-afterEach(async () => {
-  await mq.close();
-  await raw.quit();
+useQueue(env, 'scripts', (f) => {
+  ({ raw, q, P } = f);
 });
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
@@ -37,13 +25,8 @@ function key(suffix: string): string {
 
 type Entry = Record<string, string>;
 
-async function events(): Promise<Entry[]> {
-  const entries = await raw.xrange(key('events'), '-', '+');
-  return entries.map(([, fields]) => {
-    const entry: Entry = {};
-    for (let i = 0; i < fields.length; i += 2) entry[fields[i]!] = fields[i + 1]!;
-    return entry;
-  });
+function events(): Promise<Entry[]> {
+  return streamFields(raw, key('events'));
 }
 
 /** Events appended after the first `skip` (what one call added). */
@@ -55,48 +38,20 @@ async function eventCount(): Promise<number> {
   return raw.xlen(key('events'));
 }
 
-async function serverNow(): Promise<number> {
-  const [s, us] = await raw.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
+const serverNow = () => serverClock(raw);
 
 async function row(id: string): Promise<Record<string, string>> {
   return raw.hgetall(key(`job:${id}`));
 }
 
-async function zscore(set: string, id: string): Promise<number | null> {
-  const s = await raw.zscore(key(set), id);
-  return s === null ? null : Number(s);
+function zscore(set: string, id: string): Promise<number | null> {
+  return scoreOf(raw, key(set), id);
 }
 
 /** The id of the wake stream's last entry, or '0-0' when it has none. */
 async function lastWake(): Promise<string> {
   const last = await raw.xrevrange(key('wake'), '+', '-', 'COUNT', 1);
   return last[0]?.[0] ?? '0-0';
-}
-
-async function refusal(call: () => unknown): Promise<EchoMQError> {
-  try {
-    await call();
-  } catch (err) {
-    expect(err).toBeInstanceOf(EchoMQError);
-    return err as EchoMQError;
-  }
-  throw new Error('expected the call to be refused');
-}
-
-async function expectRefused(call: () => unknown, code: ErrorCode): Promise<void> {
-  expect((await refusal(call)).code).toBe(code);
-}
-
-async function poll<T>(read: () => Promise<T>, done: (v: T) => boolean, what: string, ms = 3000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (done(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 interface Claimed {

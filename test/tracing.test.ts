@@ -15,33 +15,28 @@ import {
   trace,
 } from '@opentelemetry/api';
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Consumer } from '../src/consumer.js';
-import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/jobs.js';
 import { formatTraceContext, parseTraceContext, withTracing } from '../src/tracing.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { useQueue, useRedisServer } from './support/harness.js';
+import { closeAll } from './support/observe.js';
 
 const env = useRedisServer();
 
-let mq: EchoMQ;
 let raw: Redis;
 let name: string;
 let q: Queue<{ n: number }, number>;
 const consumers: Consumer<{ n: number }, number>[] = [];
 
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  name = uniqueQueue('trace');
-  q = mq.queue(name);
-});
-
-afterEach(async () => {
-  await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 0 })));
-  await mq.close();
-  await raw.quit();
-});
+useQueue<{ n: number }, number>(
+  env,
+  'trace',
+  (f) => {
+    ({ raw, name, q } = f);
+  },
+  () => closeAll(consumers),
+);
 
 // ── a tracer that records, standing in for an SDK ──────────────────────────────
 

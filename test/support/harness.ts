@@ -1,5 +1,8 @@
 // Per-file test wiring: one redis-server for the file, a fresh EchoMQ per test.
-import { afterAll, beforeAll } from 'vitest';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
+import { EchoMQ } from '../../src/echomq.js';
+import type { Queue } from '../../src/jobs.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
 
 /** Starts a redis-server before the file's tests and stops it after. */
@@ -19,4 +22,45 @@ let counter = 0;
 export function uniqueQueue(prefix = 'q'): string {
   counter += 1;
   return `${prefix}${counter}-${process.pid}`;
+}
+
+/** What each test of a file gets from `useQueue`. */
+export interface QueueFixture<D = unknown, R = unknown> {
+  /** An EchoMQ connected to the file's server. */
+  mq: EchoMQ;
+  /** A plain ioredis client on the same server, for assertions on raw keys. */
+  raw: Redis;
+  /** A queue name no other test uses, and its queue on `mq`. */
+  name: string;
+  q: Queue<D, R>;
+  /** The queue's key prefix, `emq:{<name>}:`. */
+  P: string;
+}
+
+/**
+ * Before each test: an EchoMQ on the file's server, a raw client and a queue named `<prefix>…`
+ * that no other test uses, handed to `use` (which assigns them to the file's variables). After
+ * each test: `cleanup` (the file's own consumers, readers, connections), then both closed.
+ */
+export function useQueue<D = unknown, R = unknown>(
+  env: { readonly server: RedisServer },
+  prefix: string,
+  use: (f: QueueFixture<D, R>) => void,
+  cleanup?: () => unknown,
+): void {
+  let current: QueueFixture<D, R> | undefined;
+  beforeEach(async () => {
+    const mq = await EchoMQ.connect({ url: env.server.url });
+    const raw = env.server.client();
+    const name = uniqueQueue(prefix);
+    const q = mq.queue<D, R>(name);
+    current = { mq, raw, name, q, P: q.keys.prefix };
+    use(current);
+  });
+  afterEach(async () => {
+    await cleanup?.();
+    await current?.mq.close();
+    await current?.raw.quit();
+    current = undefined;
+  });
 }

@@ -2,57 +2,13 @@
 // and job rows read raw, and a fixture of consumers on their own connections (as separate
 // processes would have) that afterEach closes.
 import type { Redis } from 'ioredis';
+import { expect } from 'vitest';
 import type { ConsumeOptions, Consumer, Handler } from '../../src/consumer.js';
 import { EchoMQ } from '../../src/echomq.js';
+import { EchoMQError, type ErrorCode } from '../../src/errors.js';
 import type { Queue } from '../../src/jobs.js';
 
-export interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-}
-
-export function deferred<T = void>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
-
-export function pause(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Rejects when `promise` has not settled within `ms`. */
-export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Polls `read` every 5 ms until `done` holds, for at most `ms`. */
-export async function poll<T>(
-  read: () => Promise<T>,
-  done: (v: T) => boolean,
-  what: string,
-  ms = 5000,
-): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (done(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await pause(5);
-  }
-}
+export { type Deferred, deferred, pause, poll, within } from './wait.js';
 
 export type Entry = { streamId: string } & Record<string, string>;
 
@@ -61,11 +17,43 @@ export async function streamEvents(raw: Redis, queue: Queue, event?: string): Pr
   const entries = await raw.xrange(queue.keys.key('events'), '-', '+');
   const out: Entry[] = [];
   for (const [streamId, fields] of entries) {
-    const entry = { streamId } as Entry;
-    for (let i = 0; i < fields.length; i += 2) entry[fields[i]!] = fields[i + 1]!;
+    const entry = fieldsOf(fields, { streamId } as Entry);
     if (event === undefined || entry.event === event) out.push(entry);
   }
   return out;
+}
+
+/** The fields of every entry of stream `key` (e.g. a queue's events), oldest first. */
+export async function streamFields(raw: Redis, key: string): Promise<Record<string, string>[]> {
+  return (await raw.xrange(key, '-', '+')).map(([, fields]) => fieldsOf(fields, {}));
+}
+
+/** A stream entry's flat `[field, value, …]` list set on `into`. */
+export function fieldsOf<E extends Record<string, string>>(fields: string[], into: E): E {
+  const entry = into as Record<string, string>;
+  for (let i = 0; i < fields.length; i += 2) entry[fields[i]!] = fields[i + 1]!;
+  return into;
+}
+
+/** The EchoMQError a call was refused with, whether it threw synchronously or rejected. */
+export async function refusal(call: () => unknown): Promise<EchoMQError> {
+  try {
+    await call();
+  } catch (err) {
+    expect(err).toBeInstanceOf(EchoMQError);
+    return err as EchoMQError;
+  }
+  throw new Error('expected the call to be refused');
+}
+
+export async function expectRefused(call: () => unknown, code: ErrorCode): Promise<void> {
+  expect((await refusal(call)).code).toBe(code);
+}
+
+/** The score of `member` in the sorted set `key`, or null when it is not there. */
+export async function scoreOf(raw: Redis, key: string, member: string): Promise<number | null> {
+  const s = await raw.zscore(key, member);
+  return s === null ? null : Number(s);
 }
 
 /** The Redis server's clock in ms. */
@@ -106,10 +94,18 @@ export class Consumers {
     return c;
   }
 
-  async closeAll(): Promise<void> {
-    await Promise.all(this.started.splice(0).map((c) => c.close({ timeoutMs: 0 })));
-    await Promise.all(this.conns.splice(0).map((m) => m.close()));
+  closeAll(): Promise<void> {
+    return closeAll(this.started, this.conns);
   }
+}
+
+/** Empties both lists: closes the consumers without waiting on their handlers, then the rest. */
+export async function closeAll(
+  consumers: { close(opts: { timeoutMs: number }): Promise<unknown> }[],
+  others: { close(): Promise<unknown> }[] = [],
+): Promise<void> {
+  await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 0 })));
+  await Promise.all(others.splice(0).map((m) => m.close()));
 }
 
 /** Resolves once consumers have emitted `completed` `count` times in all, with the ids in order. */

@@ -2,23 +2,12 @@
 // Tests may also stop/restart it to prove recovery; nothing here touches :6379.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { freePort } from '../../src/dev-server.js';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export interface RedisServerOptions {
   /** Extra `--flag value` pairs for redis-server, e.g. ['--appendonly', 'yes']. */
