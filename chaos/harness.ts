@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { EchoMQ } from '../src/echomq.js';
+import { eventsOf } from '../src/events.js';
 import { Keyspace } from '../src/keyspace.js';
 import { RedisServer } from '../test/support/redis-server.js';
 import { pause as sleep, within } from '../test/support/wait.js';
@@ -510,9 +511,9 @@ export async function runProfile(opts: ChaosOptions): Promise<ProfileReport> {
         string[],
       ][];
       for (const [sid, flat] of batch) {
-        const fields: Record<string, string> = {};
-        for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-        events.push({ id: fields.id ?? '', event: fields.event ?? '', t: Number(sid.split('-')[0]), fields });
+        for (const e of eventsOf(sid, flat)) {
+          events.push({ id: e.id, event: e.event, t: Number(sid.split('-')[0]), fields: e.fields });
+        }
       }
       if (batch.length < 5000) break;
       from = `(${batch[batch.length - 1]![0]}`;

@@ -132,7 +132,7 @@ export class QueueEvents extends EventEmitter {
         }
         for (const [streamId, flat] of reply?.[0]?.[1] ?? []) {
           this.lastId = streamId;
-          this.deliver(toEvent(streamId, flat));
+          for (const e of eventsOf(streamId, flat)) this.deliver(e);
         }
       } catch (err) {
         if (this.closing) break;
@@ -204,11 +204,26 @@ export class QueueEvents extends EventEmitter {
   }
 }
 
-function toEvent(streamId: string, flat: string[]): QueueEvent {
+/**
+ * The events one stream entry stands for. Most entries are one event; a call that moved many
+ * jobs at once (claim's `active`, complete's `completed`) writes one entry with `ids` (and a
+ * plural per-job field such as `attempts`), which is expanded here into one event a job, all
+ * with the entry's stream id.
+ */
+export function eventsOf(streamId: string, flat: string[]): QueueEvent[] {
   const fields: Record<string, string> = {};
-  for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-  const { event, id, ...rest } = fields;
-  return { event: event as EventName, id: id ?? '', streamId, fields: rest };
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  const { event, id, ids, ...rest } = fields;
+  if (ids === undefined) return [{ event: event as EventName, id: id ?? '', streamId, fields: rest }];
+  // A plural field whose singular is on the entry too (attempts / attempt) lists a value a job.
+  const plural = Object.keys(rest).filter((name) => name.endsWith('s') && name.slice(0, -1) in rest);
+  const shared = Object.fromEntries(Object.entries(rest).filter(([name]) => !plural.includes(name)));
+  const lists = plural.map((name) => [name.slice(0, -1), rest[name]!.split(' ')] as const);
+  return ids.split(' ').map((jobId, i) => {
+    const own: Record<string, string> = { ...shared };
+    for (const [name, values] of lists) own[name] = values[i] ?? '';
+    return { event: event as EventName, id: jobId, streamId, fields: own };
+  });
 }
 
 /**

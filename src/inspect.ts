@@ -4,7 +4,7 @@
 // (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
 import type { EchoMQ } from './echomq.js';
 import { EchoMQError } from './errors.js';
-import type { EventName, QueueEvent } from './events.js';
+import { type EventName, eventsOf, type QueueEvent } from './events.js';
 import { isJobId } from './ids.js';
 import { JOB_STATES, type JobState, type JobView, jobView, type Queue } from './jobs.js';
 import type { LaneInfo } from './lanes.js';
@@ -129,13 +129,6 @@ function pageNumber(value: unknown, what: string, min: number, max: number): num
     );
   }
   return value;
-}
-
-function toEvent(streamId: string, flat: string[]): QueueEvent {
-  const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-  const { event, id, ...rest } = fields;
-  return { event: event as EventName, id: id ?? '', streamId, fields: rest };
 }
 
 export class Inspector {
@@ -333,8 +326,7 @@ export class Inspector {
       ][];
       scanned += chunk.length;
       for (const [streamId, flat] of chunk) {
-        const e = toEvent(streamId, flat);
-        if (e.id === id) history.push(e);
+        for (const e of eventsOf(streamId, flat)) if (e.id === id) history.push(e);
       }
       if (chunk.length < HISTORY_CHUNK) break;
       end = `(${chunk[chunk.length - 1]![0]}`;

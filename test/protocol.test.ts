@@ -443,9 +443,15 @@ describe('script contracts', () => {
       for (const m of s.body.matchAll(/'XADD', [^,]+, ([^\n]*)/g)) {
         const rest = m[1] ?? '';
         if (/'\*', 'w', /.test(rest)) continue; // the wake stream: no event
+        if (/'\*', 'event', event, 'id', ids\[1\]/.test(rest)) continue; // emit_batch's entry: below
         const name = /^'MAXLEN', '~', \w+, '\*', 'event', '(\w+)', 'id', /.exec(rest)?.[1];
         if (!name) problems.push(`${s.name}: an event is MAXLEN ~ capped and starts with event, id: ${rest}`);
         else if (!EVENT_NAMES.has(name)) problems.push(`${s.name}: ${name} is not in the vocabulary`);
+      }
+    }
+    for (const s of scripts.values()) {
+      for (const m of s.body.matchAll(/emit_batch\(K, emax, '(\w+)'/g)) {
+        if (!EVENT_NAMES.has(m[1] ?? '')) problems.push(`${s.name}: ${m[1]} is not in the vocabulary`);
       }
     }
     expect(problems).toEqual([]);

@@ -10,6 +10,7 @@
 local function claim(p, K, n, lease, now, emax)
   local jobs, got, wait, asked = {}, 0, -1, n
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
+  local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
@@ -42,7 +43,8 @@ local function claim(p, K, n, lease, now, emax)
     redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', token)
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'active', 'id', id, 'attempt', attempts)
+    claimed[#claimed + 1] = id
+    tries[#tries + 1] = attempts
     local b = got * 7
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
@@ -103,6 +105,7 @@ local function claim(p, K, n, lease, now, emax)
     if not moved then break end
   end
   bulk('ZADD', K.active, leases)
+  emit_batch(K, emax, 'active', claimed, 'attempt', tries)
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)

@@ -9,7 +9,8 @@
 --   work back.
 -- ERRORS: none. A paused queue (meta paused = 1) claims nothing. Rate limits: meta rate_max
 --   claims per rate_ms (the queue), lanes:rate <group>|'*' = 'max:per_ms' (a lane).
--- EVENTS: active (id, attempt) per job; drained when this call took the last waiting job (none
+-- EVENTS: active: one entry for the call's claimed jobs (id, attempt, and ids and attempts when
+--   several; see lib/bulk.lua emit_batch); drained when this call took the last waiting job (none
 --   left in pending or the ring, nor in a lane held back by its concurrency or rate limit)
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
@@ -68,6 +69,28 @@ local function bulk(cmd, key, args)
     redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
   end
 end
+
+-- One events entry for the jobs a call moved together (lean events: one XADD per call, not
+-- per job). A single job gets the plain entry (event, id[, field]); several get event, id (the
+-- first), field (the first's value), ids (every id, space-separated) and, with a field, its
+-- plural (every value, space-separated, in ids order). Readers expand it into one event a job.
+local function emit_batch(K, emax, event, ids, field, values)
+  if #ids == 0 then return end
+  local entry = { 'XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', event, 'id', ids[1] }
+  if field then
+    entry[#entry + 1] = field
+    entry[#entry + 1] = values[1]
+  end
+  if #ids > 1 then
+    entry[#entry + 1] = 'ids'
+    entry[#entry + 1] = table.concat(ids, ' ')
+    if field then
+      entry[#entry + 1] = field .. 's'
+      entry[#entry + 1] = table.concat(values, ' ')
+    end
+  end
+  redis.call(unpack(entry))
+end
 -- <<< lib/bulk.lua
 -- >>> lib/claim.lua
 -- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
@@ -82,6 +105,7 @@ end
 local function claim(p, K, n, lease, now, emax)
   local jobs, got, wait, asked = {}, 0, -1, n
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
+  local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
@@ -114,7 +138,8 @@ local function claim(p, K, n, lease, now, emax)
     redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', token)
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'active', 'id', id, 'attempt', attempts)
+    claimed[#claimed + 1] = id
+    tries[#tries + 1] = attempts
     local b = got * 7
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
@@ -175,6 +200,7 @@ local function claim(p, K, n, lease, now, emax)
     if not moved then break end
   end
   bulk('ZADD', K.active, leases)
+  emit_batch(K, emax, 'active', claimed, 'attempt', tries)
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)

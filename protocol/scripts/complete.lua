@@ -7,7 +7,8 @@
 --   is no longer the job's, or the job is not active: that job is left unchanged); jobs,
 --   wake_id and wait_ms as in claim.
 -- ERRORS: none (a stale token is a per-job status, so one zombie does not fail a batch)
--- EVENTS: completed (id) per job; then claim's events. Counts completions per minute in
+-- EVENTS: completed: one entry for the call's completed jobs (id, and ids when several; see
+--   lib/bulk.lua emit_batch); then claim's events. Counts completions per minute in
 --   stats:<epoch minute> (hash field completed, kept 2 hours) for tools. Retention trims completed by
 --   meta keep_completed (count, default 1000) and keep_completed_ms (age, default 1 day).
 --   A job with a dedupe lock (row field dedupe) frees it; a job with a parent counts down its
@@ -69,6 +70,28 @@ local function bulk(cmd, key, args)
     redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
   end
 end
+
+-- One events entry for the jobs a call moved together (lean events: one XADD per call, not
+-- per job). A single job gets the plain entry (event, id[, field]); several get event, id (the
+-- first), field (the first's value), ids (every id, space-separated) and, with a field, its
+-- plural (every value, space-separated, in ids order). Readers expand it into one event a job.
+local function emit_batch(K, emax, event, ids, field, values)
+  if #ids == 0 then return end
+  local entry = { 'XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', event, 'id', ids[1] }
+  if field then
+    entry[#entry + 1] = field
+    entry[#entry + 1] = values[1]
+  end
+  if #ids > 1 then
+    entry[#entry + 1] = 'ids'
+    entry[#entry + 1] = table.concat(ids, ' ')
+    if field then
+      entry[#entry + 1] = field .. 's'
+      entry[#entry + 1] = table.concat(values, ' ')
+    end
+  end
+  redis.call(unpack(entry))
+end
 -- <<< lib/bulk.lua
 -- >>> lib/claim.lua
 -- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
@@ -83,6 +106,7 @@ end
 local function claim(p, K, n, lease, now, emax)
   local jobs, got, wait, asked = {}, 0, -1, n
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
+  local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
@@ -115,7 +139,8 @@ local function claim(p, K, n, lease, now, emax)
     redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', token)
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'active', 'id', id, 'attempt', attempts)
+    claimed[#claimed + 1] = id
+    tries[#tries + 1] = attempts
     local b = got * 7
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
@@ -176,6 +201,7 @@ local function claim(p, K, n, lease, now, emax)
     if not moved then break end
   end
   bulk('ZADD', K.active, leases)
+  emit_batch(K, emax, 'active', claimed, 'attempt', tries)
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)
@@ -370,6 +396,7 @@ local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_comp
 local emax = s[1] or '10000'
 local statuses, woke, done = {}, false, 0
 local gone, finished = {}, {} -- leave active and join completed in one call each, not per job
+local after = {} -- completed jobs with a lane, a dedupe lock or a flow parent to tell
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
@@ -388,16 +415,22 @@ for i = 4, #ARGV, 3 do
     else
       redis.call('HSET', jk, 'state', 'completed', 'finished', now)
     end
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'completed', 'id', id)
-    if row[3] and lane_done(p, K, row[3]) then woke = true end
-    if row[4] then dedupe_release(p, row[4], id) end
-    if row[5] and child_ended(p, K, row[5], id, 'completed', ARGV[i + 2], now, emax) then woke = true end
+    if row[3] or row[4] or row[5] then after[#after + 1] = { id, row, ARGV[i + 2] } end
     statuses[#statuses + 1] = 'OK'
     done = done + 1
   end
 end
 bulk('ZREM', K.active, gone)
 bulk('ZADD', K.completed, finished)
+emit_batch(K, emax, 'completed', gone)
+-- What a completion sets off (a lane's free slot, a dedupe lock, a flow parent) follows the
+-- completed entry, so readers see the cause before its effects.
+for _, a in ipairs(after) do
+  local id, row = a[1], a[2]
+  if row[3] and lane_done(p, K, row[3]) then woke = true end
+  if row[4] then dedupe_release(p, row[4], id) end
+  if row[5] and child_ended(p, K, row[5], id, 'completed', a[3], now, emax) then woke = true end
+end
 -- Per-minute throughput for tools: one counter write per call, not per job.
 if done > 0 then
   local stats = p .. 'stats:' .. math.floor(now / 60000)

@@ -6,6 +6,7 @@ import { expect } from 'vitest';
 import type { ConsumeOptions, Consumer, Handler } from '../../src/consumer.js';
 import { EchoMQ } from '../../src/echomq.js';
 import { EchoMQError, type ErrorCode } from '../../src/errors.js';
+import { eventsOf } from '../../src/events.js';
 import type { Queue } from '../../src/jobs.js';
 
 export { type Deferred, deferred, pause, poll, within } from './wait.js';
@@ -25,7 +26,14 @@ export async function streamEvents(raw: Redis, queue: Queue, event?: string): Pr
 
 /** The fields of every entry of stream `key` (e.g. a queue's events), oldest first. */
 export async function streamFields(raw: Redis, key: string): Promise<Record<string, string>[]> {
-  return (await raw.xrange(key, '-', '+')).map(([, fields]) => fieldsOf(fields, {}));
+  const out: Record<string, string>[] = [];
+  for (const [streamId, flat] of await raw.xrange(key, '-', '+')) {
+    const entry = fieldsOf(flat, {} as Record<string, string>);
+    // An entry for several jobs at once (claim's active, complete's completed): one per job.
+    if (entry.ids === undefined) out.push(entry);
+    else for (const e of eventsOf(streamId, flat)) out.push({ event: e.event, id: e.id, ...e.fields });
+  }
+  return out;
 }
 
 /** A stream entry's flat `[field, value, …]` list set on `into`. */
