@@ -89,6 +89,8 @@ export interface ConsumerEvents {
 
 const DEFAULT_BACKOFF: BackoffPolicy = { kind: 'exponential', base: 1000, cap: 300_000 };
 const WATCHDOG_GRACE_MS = 2000;
+/** How late Redis may end a timed blocking read (its cron tick at the default hz 10), plus slack. */
+const SERVER_TICK_MS = 150;
 const DEGRADED_CAP_MS = 5000;
 
 type Abort = 'cancelled' | 'lost' | 'closing';
@@ -194,6 +196,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private degradedStreak = 0;
   private nextDueAt = Number.POSITIVE_INFINITY; // local performance.now() of the next due job
   private lastPromoteAt = Number.NEGATIVE_INFINITY;
+  /** The last recurring leg found repeats or schedulers on this queue. */
+  private hasRecurring = true;
+  /** This beat's promote call is on the wire (a claim may follow it in the same round trip). */
+  private promoting = false;
   /** A wake said the schedule's earliest run-at changed: promote to learn the new one. */
   private scheduleMoved = true;
   private limitedUntil = Number.POSITIVE_INFINITY; // when a rate limit lets more be claimed
@@ -275,7 +281,12 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       }
       try {
         await this.recover();
-        await this.promote();
+        // When a promote is due, the claim goes out with it (pipelined, one round trip): the
+        // server runs it right after promote, so released jobs start without another trip.
+        const promoted = this.promote();
+        const claimed = this.promoting ? this.drain(true) : undefined;
+        await promoted;
+        await claimed;
         await this.recurring();
         await this.drain();
         if (this.degradedStreak > 0) {
@@ -323,9 +334,11 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
    */
   private async promote(): Promise<void> {
     const at = performance.now();
+    this.promoting = false;
     if (!this.scheduleMoved && at < this.nextDueAt && at - this.lastPromoteAt < this.beatMs) return;
     this.scheduleMoved = false;
     this.lastPromoteAt = at;
+    this.promoting = true; // set before the first await: loop() reads it to pipeline a claim
     const { count, now, nextDue } = await this.queue.promoteNext(this.promoteBatch);
     if (count >= this.promoteBatch)
       this.nextDueAt = performance.now(); // more are due: go again
@@ -346,7 +359,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const head = this.nextDueAt; // just set by promote
     // Local due instants are estimates (a reply's latency, ms rounding): the head moving later
     // also says that the job due at the old head has left the schedule.
-    const released = at + 5 >= this.scheduleDueAt || head > this.scheduleDueAt + 5;
+    // Only a queue with recurring definitions needs a hand-off when a scheduled job leaves:
+    // a plain delayed job costs no extra calls (new definitions are seen at the next beat).
+    const released = this.hasRecurring && (at + 5 >= this.scheduleDueAt || head > this.scheduleDueAt + 5);
     if (at - this.lastRecurringAt < this.beatMs && at < this.recurringDueAt && !released) {
       this.scheduleDueAt = head;
       return;
@@ -357,6 +372,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     ]);
     this.lastRecurringAt = at;
     this.scheduleDueAt = head;
+    this.hasRecurring =
+      pump.nextDue >= 0 || handoff.nextDue >= 0 || pump.minted.length > 0 || handoff.made.length > 0;
     const until = (due: number, now: number) => (due < 0 ? Number.POSITIVE_INFINITY : due - now);
     this.recurringDueAt =
       performance.now() + Math.min(until(pump.nextDue, pump.now), until(handoff.nextDue, handoff.now));
@@ -364,8 +381,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     if (pump.minted.length > 0) this.short = false;
   }
 
-  private async drain(): Promise<void> {
-    if (this.closing || (this.short && performance.now() < this.limitedUntil)) return;
+  /** Claims up to the free slots; `afterPromote`: even when short (promote may release work). */
+  private async drain(afterPromote = false): Promise<void> {
+    if (this.closing) return;
+    if (!afterPromote && this.short && performance.now() < this.limitedUntil) return;
     const n = this.free;
     if (n <= 0) return;
     this.reserved += n;
@@ -394,7 +413,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     if (wait <= 0) return;
     if (this.short && this.free > 0) {
       this.parked = 'block';
-      await this.blockOnWake(Math.max(1, Math.ceil(wait)), untilDue <= wait);
+      // A read that ends at the beat may come back a server tick (~100 ms) late: when a due
+      // instant follows within that, end it on time too.
+      await this.blockOnWake(Math.max(1, Math.ceil(wait)), untilDue <= wait + SERVER_TICK_MS);
     } else {
       this.parked = 'sleep';
       await this.sleep(wait);
@@ -423,12 +444,19 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       giveUp();
     }, ms + WATCHDOG_GRACE_MS);
     const id = this.blockingId;
-    const alarm =
-      onTime && id !== undefined
-        ? setTimeout(() => {
-            this.queue.connector.client.client('UNBLOCK', id).catch(() => {});
-          }, ms)
-        : undefined;
+    // The UNBLOCK can overtake a read still on its way to the server (it answers 0: nothing
+    // blocked yet); then the read would wait out a whole server tick. Try again until it lands.
+    let settled = false;
+    const unblock = (tries: number) => {
+      if (settled || id === undefined) return;
+      this.queue.connector.client.client('UNBLOCK', id).then(
+        (n) => {
+          if (n === 0 && tries > 0) alarm = setTimeout(() => unblock(tries - 1), 1);
+        },
+        () => {},
+      );
+    };
+    let alarm = onTime && id !== undefined ? setTimeout(() => unblock(20), ms) : undefined;
     try {
       const read = conn.xread('BLOCK', ms, 'STREAMS', this.queue.keys.key('wake'), this.wakeId);
       read.catch(() => {}); // a read abandoned by the watchdog may still fail later
@@ -445,6 +473,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
         await this.sleep(Math.min(100, ms)); // the connection is coming back; don't spin
       }
     } finally {
+      settled = true;
       clearTimeout(watchdog);
       clearTimeout(alarm);
     }

@@ -4,7 +4,7 @@
 // (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
 import type { EchoMQ } from './echomq.js';
 import { EchoMQError } from './errors.js';
-import { type EventName, eventsOf, type QueueEvent } from './events.js';
+import { eventsOf, type QueueEvent } from './events.js';
 import { isJobId } from './ids.js';
 import { JOB_STATES, type JobState, type JobView, jobView, type Queue } from './jobs.js';
 import type { LaneInfo } from './lanes.js';

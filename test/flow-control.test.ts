@@ -490,7 +490,12 @@ describe('drained', () => {
     const cs: Consumer[] = [];
     for (let i = 0; i < 2; i++)
       cs.push((await consumers.start(name, () => {}, { concurrency: 4 })) as Consumer);
-    await within(completions(cs, 30), 5000, '30 completions');
+    // Counted on the server: the first consumer may finish jobs before the second is started.
+    await poll(
+      async () => (await q.counts()).completed,
+      (n) => n === 30,
+      '30 completions',
+    );
     const all = await streamEvents(raw, q);
     const drained = all.filter((e) => e.event === 'drained');
     expect(drained).toHaveLength(1);
