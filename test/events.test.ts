@@ -66,8 +66,11 @@ async function streamIds(): Promise<string[]> {
   return (await raw.xrange(`emq:{${name}}:events`, '-', '+')).map(([id]) => id);
 }
 
+/** n jobs, each with its own stream entry (a batch of one name would share one entry). */
 async function enqueueN(n: number): Promise<string[]> {
-  const out = await q.enqueueMany(Array.from({ length: n }, (_, i) => ({ data: i })));
+  const out = await q.enqueueMany(
+    Array.from({ length: n }, (_, i) => ({ data: i, opts: { name: `n${i}` } })),
+  );
   return out.map((r) => r.id);
 }
 

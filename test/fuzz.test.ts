@@ -908,8 +908,11 @@ describe('limits', () => {
   it('the events stream stays near its configured cap (eventsMaxLen)', async () => {
     const q = mq.queue(uniqueQueue('fz-cap'));
     await q.configure({ eventsMaxLen: 200 });
+    // Distinct names: one added entry a job (jobs sharing a name share one entry).
     for (let i = 0; i < 5; i++) {
-      await q.enqueueMany(Array.from({ length: 1000 }, (_, j) => ({ data: i * 1000 + j })));
+      await q.enqueueMany(
+        Array.from({ length: 1000 }, (_, j) => ({ data: i * 1000 + j, opts: { name: `n${j}` } })),
+      );
     }
     const len = await raw.xlen(q.keys.key('events'));
     // MAXLEN ~ trims whole stream nodes (100 entries each by default): near the cap, never far over.
@@ -917,7 +920,9 @@ describe('limits', () => {
     expect(len).toBeLessThanOrEqual(200 + 100);
     // A queue without a setting keeps the default cap of 10,000 entries.
     const d = mq.queue(uniqueQueue('fz-cap-default'));
-    for (let i = 0; i < 12; i++) await d.enqueueMany(Array.from({ length: 1000 }, (_, j) => ({ data: j })));
+    for (let i = 0; i < 12; i++) {
+      await d.enqueueMany(Array.from({ length: 1000 }, (_, j) => ({ data: j, opts: { name: `n${j}` } })));
+    }
     const dlen = await raw.xlen(d.keys.key('events'));
     expect(dlen).toBeGreaterThanOrEqual(10_000);
     expect(dlen).toBeLessThanOrEqual(10_100);

@@ -9,8 +9,9 @@ end
 -- One events entry for the jobs a call moved together (lean events: one XADD per call, not
 -- per job). A single job gets the plain entry (event, id[, field]); several get event, id (the
 -- first), field (the first's value), ids (every id, space-separated) and, with a field, its
--- plural (every value, space-separated, in ids order). Readers expand it into one event a job.
-local function emit_batch(K, emax, event, ids, field, values)
+-- plural (every value, space-separated, in ids order) unless `shared` (the one value is every
+-- job's, as added's name). Readers expand it into one event a job.
+local function emit_batch(K, emax, event, ids, field, values, shared)
   if #ids == 0 then return end
   local entry = { 'XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', event, 'id', ids[1] }
   if field then
@@ -20,7 +21,7 @@ local function emit_batch(K, emax, event, ids, field, values)
   if #ids > 1 then
     entry[#entry + 1] = 'ids'
     entry[#entry + 1] = table.concat(ids, ' ')
-    if field then
+    if field and not shared then
       entry[#entry + 1] = field .. 's'
       entry[#entry + 1] = table.concat(values, ' ')
     end

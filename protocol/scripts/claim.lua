@@ -31,14 +31,16 @@ local function ring_offer(p, K, group, running)
 end
 
 -- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
--- True when claimable work went from none to some.
-local function release(p, K, id, group, prio)
+-- True when claimable work went from none to some. `bulk_flat`: a caller releasing many flat
+-- jobs checks pending's emptiness once itself, so no ZCARD per job.
+local function release(p, K, id, group, prio, bulk_flat)
   if group then
     redis.call('ZADD', lane_key(p, group), prio, id)
     redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
     return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
   end
   redis.call('ZADD', K.pending, prio, id)
+  if bulk_flat then return false end
   return redis.call('ZCARD', K.pending) == 1
 end
 
@@ -73,8 +75,9 @@ end
 -- One events entry for the jobs a call moved together (lean events: one XADD per call, not
 -- per job). A single job gets the plain entry (event, id[, field]); several get event, id (the
 -- first), field (the first's value), ids (every id, space-separated) and, with a field, its
--- plural (every value, space-separated, in ids order). Readers expand it into one event a job.
-local function emit_batch(K, emax, event, ids, field, values)
+-- plural (every value, space-separated, in ids order) unless `shared` (the one value is every
+-- job's, as added's name). Readers expand it into one event a job.
+local function emit_batch(K, emax, event, ids, field, values, shared)
   if #ids == 0 then return end
   local entry = { 'XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', event, 'id', ids[1] }
   if field then
@@ -84,7 +87,7 @@ local function emit_batch(K, emax, event, ids, field, values)
   if #ids > 1 then
     entry[#entry + 1] = 'ids'
     entry[#entry + 1] = table.concat(ids, ' ')
-    if field then
+    if field and not shared then
       entry[#entry + 1] = field .. 's'
       entry[#entry + 1] = table.concat(values, ' ')
     end

@@ -27,14 +27,16 @@ local function ring_offer(p, K, group, running)
 end
 
 -- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
--- True when claimable work went from none to some.
-local function release(p, K, id, group, prio)
+-- True when claimable work went from none to some. `bulk_flat`: a caller releasing many flat
+-- jobs checks pending's emptiness once itself, so no ZCARD per job.
+local function release(p, K, id, group, prio, bulk_flat)
   if group then
     redis.call('ZADD', lane_key(p, group), prio, id)
     redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
     return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
   end
   redis.call('ZADD', K.pending, prio, id)
+  if bulk_flat then return false end
   return redis.call('ZCARD', K.pending) == 1
 end
 

@@ -11,8 +11,41 @@
 --   kept job's id (a string) when deduplicated (nothing of the new job is written)
 -- ERRORS: EMQKIND when any id is not JOB-namespaced; EMQINPUT a tuple count that fits neither
 --   width, or a malformed dedupe_spec (either way nothing at all is written)
--- EVENTS: added (id, name) per enqueued job; deduplicated (id = the kept id, key) per
+-- EVENTS: added (id, name): one entry for the call's admitted jobs when they share a name
+--   (ids listed; see lib/bulk.lua emit_batch), else one per job; deduplicated (id = the kept id, key) per
 --   deduplicated one, and for a debounce that moved the kept job: waiting (id) or delayed
+-- >>> lib/bulk.lua
+-- One command for many members instead of one per job (redis.call count sets a script's
+-- cost), in slices Lua's unpack can take. `args` holds whole member groups (pairs for ZADD).
+local function bulk(cmd, key, args)
+  for i = 1, #args, 4000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+  end
+end
+
+-- One events entry for the jobs a call moved together (lean events: one XADD per call, not
+-- per job). A single job gets the plain entry (event, id[, field]); several get event, id (the
+-- first), field (the first's value), ids (every id, space-separated) and, with a field, its
+-- plural (every value, space-separated, in ids order) unless `shared` (the one value is every
+-- job's, as added's name). Readers expand it into one event a job.
+local function emit_batch(K, emax, event, ids, field, values, shared)
+  if #ids == 0 then return end
+  local entry = { 'XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', event, 'id', ids[1] }
+  if field then
+    entry[#entry + 1] = field
+    entry[#entry + 1] = values[1]
+  end
+  if #ids > 1 then
+    entry[#entry + 1] = 'ids'
+    entry[#entry + 1] = table.concat(ids, ' ')
+    if field and not shared then
+      entry[#entry + 1] = field .. 's'
+      entry[#entry + 1] = table.concat(values, ' ')
+    end
+  end
+  redis.call(unpack(entry))
+end
+-- <<< lib/bulk.lua
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -32,14 +65,16 @@ local function ring_offer(p, K, group, running)
 end
 
 -- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
--- True when claimable work went from none to some.
-local function release(p, K, id, group, prio)
+-- True when claimable work went from none to some. `bulk_flat`: a caller releasing many flat
+-- jobs checks pending's emptiness once itself, so no ZCARD per job.
+local function release(p, K, id, group, prio, bulk_flat)
   if group then
     redis.call('ZADD', lane_key(p, group), prio, id)
     redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
     return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
   end
   redis.call('ZADD', K.pending, prio, id)
+  if bulk_flat then return false end
   return redis.call('ZCARD', K.pending) == 1
 end
 
@@ -174,8 +209,17 @@ end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+-- Claimable work goes from none to some at most once per call: check pending once, not per job.
 local woke = false
+local was_empty = redis.call('EXISTS', K.pending) == 0
 local out = {}
+local added, names = {}, {} -- one added entry per call when every job shares its name
+-- A call with dedupe keys writes deduplicated entries as it goes: its added entries go one by
+-- one in step with them, so a reader never sees a kept id before it was added.
+local batched = true
+for i = 0, n - 1 do
+  if w == 9 and ARGV[9 + i * w] ~= '' then batched = false end
+end
 for i = 0, n - 1 do
   local b = 2 + i * w
   local id, prio, group, name = ARGV[b], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
@@ -198,9 +242,26 @@ for i = 0, n - 1 do
     if ARGV[b + 5] ~= '' then row[#row + 1], row[#row + 2] = 'max', ARGV[b + 5] end
     if ARGV[b + 6] ~= '' then row[#row + 1], row[#row + 2] = 'backoff', ARGV[b + 6] end
     redis.call('HSET', jk, unpack(row))
-    if release(p, K, id, group, prio) then woke = true end
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', id, 'name', name)
+    if release(p, K, id, group, prio, true) then woke = true end
+    if not group and was_empty then woke = true end
+    if batched then
+      added[#added + 1] = id
+      names[#names + 1] = name
+    else
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', id, 'name', name)
+    end
     out[i + 1] = 1
+  end
+end
+local same = batched
+for j = 2, #names do
+  if names[j] ~= names[1] then same = false end
+end
+if same then
+  emit_batch(K, emax, 'added', added, 'name', names, true)
+else
+  for j = 1, #added do
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', added[j], 'name', names[j])
   end
 end
 -- Wake parked consumers only when claimable work went from none to some: a consumer parks
