@@ -14,6 +14,13 @@ export interface RedisServerOptions {
   args?: string[];
 }
 
+// Servers this process started die with it, even when a test file ends without its
+// afterAll (a timeout, a crash): no redis-server outlives the test run.
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
 export class RedisServer {
   readonly dir: string;
   private child: ChildProcess | null = null;
@@ -59,6 +66,8 @@ export class RedisServer {
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.child = child;
+    running.add(child);
+    child.once('exit', () => running.delete(child));
     let output = '';
     child.stdout?.on('data', (d) => {
       output += d;
