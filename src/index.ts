@@ -12,7 +12,7 @@ export {
 } from './consumer.js';
 export { EchoMQ, type EchoMQOptions } from './echomq.js';
 export { EchoMQError, type ErrorCode } from './errors.js';
-export { type EventName, type EventsOptions, type QueueEvent, QueueEvents } from './events.js';
+export { type EventName, type EventsOptions, eventsOf, type QueueEvent, QueueEvents } from './events.js';
 export type { FlowJob, FlowJobOptions, FlowNode, FlowResult } from './flows.js';
 export { isJobId, mintJobId } from './ids.js';
 export {
