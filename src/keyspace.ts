@@ -47,7 +47,7 @@ export class Keyspace {
   key(name: KeyName, jobId?: string): string {
     if (name === 'job') {
       if (jobId === undefined) throw new Error('the job key needs a job id');
-      return `${this.prefix}job:${jobId}`;
+      return this.job(jobId);
     }
     return this.prefix + name;
   }
