@@ -42,6 +42,8 @@ interface ConformanceFile {
 const TOLERANCE_MS = 5000;
 const NOW = /^\$now(?:([+-])(\d+))?$/;
 const RANGE = /^\$range:(-?\d+):(-?\d+)$/;
+/** `$now_us`: the server's TIME in µs (a lease token), within the same tolerance as `$now`. */
+const NOW_US = '$now_us';
 
 /** The key names a script's `-- KEYS:` line may use (SPEC.md, "Key taxonomy"). */
 const KNOWN_KEYS = new Set([
@@ -101,7 +103,9 @@ function show(value: unknown): string {
 function instant(placeholder: string, now: number, path: string): number {
   const m = NOW.exec(placeholder);
   if (!m)
-    throw new Error(`${path}: unknown placeholder ${placeholder} (known: $any, $now±N, $range:A:B, $$…)`);
+    throw new Error(
+      `${path}: unknown placeholder ${placeholder} (known: $any, $now±N, $now_us, $range:A:B, $$…)`,
+    );
   return now + (m[1] === '-' ? -1 : 1) * Number(m[2] ?? 0);
 }
 
@@ -129,6 +133,14 @@ function compare(expected: Json, actual: unknown, now: number, path: string, out
         : typeof actual === 'string' && /^-?\d+$/.test(actual)
           ? Number(actual)
           : NaN;
+    if (expected === NOW_US) {
+      if (!Number.isInteger(n) || Math.abs(n - now * 1000) > TOLERANCE_MS * 1000) {
+        out.push(
+          `${path}: expected $now_us (${now * 1000} ± ${TOLERANCE_MS * 1000} µs), got ${show(actual)}`,
+        );
+      }
+      return;
+    }
     const range = RANGE.exec(expected);
     if (range) {
       if (!Number.isInteger(n) || n < Number(range[1]) || n > Number(range[2])) {

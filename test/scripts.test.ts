@@ -226,10 +226,13 @@ describe('claim', () => {
     const { jobs } = await claim(1, 30_000);
     const after = await serverNow();
 
+    const token = jobs[0]?.token ?? 0;
+    expect(token).toBeGreaterThanOrEqual(before * 1000); // the server's µs at the claim
+    expect(token).toBeLessThanOrEqual((after + 1) * 1000);
     expect(jobs).toEqual([
       {
         id,
-        token: 1,
+        token,
         attempts: 1,
         max: '4',
         payload: '{"hello":"world"}',
@@ -238,7 +241,7 @@ describe('claim', () => {
       },
     ]);
     const r = await row(id);
-    expect(r).toMatchObject({ state: 'active', attempts: '1', token: '1' });
+    expect(r).toMatchObject({ state: 'active', attempts: '1', token: String(token) });
     expect(Number(r.started)).toBeGreaterThanOrEqual(before);
     expect(Number(r.started)).toBeLessThanOrEqual(after);
     const deadline = (await zscore('active', id))!;
@@ -263,7 +266,7 @@ describe('claim', () => {
       tokens.push(jobs[0]!.token);
       expect(await handback(jobs[0]!)).toEqual(['OK']);
     }
-    expect(tokens).toEqual([1, 2, 3, 4]);
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]!);
   });
 
   it('appends an active event per job, and drained when a short claim took the last job', async () => {
@@ -434,10 +437,11 @@ describe('complete', () => {
     const reply = await complete([[jobs[0]!, '"r1"']], 2);
 
     expect(reply.statuses).toEqual(['OK']);
-    expect(reply.jobs.map((j) => [j.id, j.token, j.attempts])).toEqual([
-      [ids[1], 1, 1],
-      [ids[2], 1, 1],
+    expect(reply.jobs.map((j) => [j.id, j.attempts])).toEqual([
+      [ids[1], 1],
+      [ids[2], 1],
     ]);
+    for (const j of reply.jobs) expect(j.token).toBeGreaterThan(jobs[0]!.token);
     expect(reply.wake).toBe('');
     expect(await raw.zrange(key('active'), 0, -1)).toEqual([ids[1], ids[2]]);
     expect((await eventsSince(skip)).map((e) => `${e.event}:${e.id}`)).toEqual([
@@ -499,7 +503,8 @@ describe('fail', () => {
     );
     expect(await zscore('pending', job.id)).toBe(4);
     const { jobs } = await claim(1);
-    expect(jobs[0]).toMatchObject({ id: job.id, attempts: 2, token: 2 });
+    expect(jobs[0]).toMatchObject({ id: job.id, attempts: 2 });
+    expect(jobs[0]!.token).toBeGreaterThan(job.token);
   });
 
   it('with delay 0, returns the job to pending at once: failed then waiting', async () => {
@@ -694,6 +699,24 @@ describe('reap', () => {
     expect(await eventCount()).toBe(skip);
   });
 
+  it('a replica promoted without the last claim never hands out that claim token again', async () => {
+    // A failover with replication lag: the old primary's claim of the job (and its token) never
+    // reached the replica, whose copy of the row is the pending one from before the claim.
+    const { id } = await q.enqueue({ n: 1 });
+    await raw.hset(key(`job:${id}`), 'token', '7');
+    const replicaCopy = await raw.hgetall(key(`job:${id}`));
+    const onOldPrimary = (await claim(1)).jobs[0]!;
+    await raw.zrem(key('active'), id);
+    await raw.del(key(`job:${id}`));
+    await raw.hset(key(`job:${id}`), replicaCopy);
+    await raw.zadd(key('pending'), 0, id);
+    const onNewPrimary = (await claim(1)).jobs[0]!;
+    expect(onNewPrimary.token).not.toBe(onOldPrimary.token);
+    expect(onNewPrimary.token).toBeGreaterThan(onOldPrimary.token);
+    expect((await complete([[onOldPrimary, '"superseded"']])).statuses).toEqual(['EMQLEASE']);
+    expect(await row(id)).toMatchObject({ state: 'active', token: String(onNewPrimary.token) });
+  });
+
   it('a stale lease token cannot complete a job that was reaped and claimed again', async () => {
     const first = await activeJob(undefined, 1);
     await reapUntil(first.id);
@@ -799,7 +822,9 @@ describe('handback', () => {
     expect(await zscore('pending', id)).toBe(2);
     expect(await zscore('active', id)).toBeNull();
     expect(await eventsSince(skip)).toEqual([{ event: 'waiting', id }]);
-    expect((await claim(1)).jobs[0]).toMatchObject({ id, attempts: 2, token: job.token + 1 });
+    const again = (await claim(1)).jobs[0]!;
+    expect(again).toMatchObject({ id, attempts: 2 });
+    expect(again.token).toBeGreaterThan(job.token);
   });
 
   it('refuses a stale token with EMQLEASE and leaves the job active', async () => {

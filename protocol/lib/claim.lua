@@ -1,13 +1,17 @@
 -- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
 -- pending (lowest priority score first, then mint order). Each claimed job gets attempts + 1,
 -- a fresh lease token, state active and its lease deadline as its score in active.
+-- The token is the larger of the job's previous token + 1 and `now_us`, the call's server
+-- instant in µs: it grows on every claim of the job, and a server promoted after a failover
+-- (whose copy of the row may lack the old primary's last claims) hands out a token the old
+-- primary never did, so a superseded holder's writes are refused (SPEC section 8).
 -- Rate limits are sliding logs of claim instants (the queue's in `limiter`, a lane's in
 -- `lanes:log:<group>`): at most max claims in any window of per ms, so no burst at edges.
 -- A lane over its limit leaves the ring for `lanes:limited`, scored by when it may run again.
 -- Returns the flat 7-per-job array (id token attempts max payload name backoff); when fewer
 -- than n were claimed, the wake stream's last id to block on ('' when full); and the ms
 -- until a rate limit lets more be claimed (-1: no limit is holding work back).
-local function claim(p, K, n, lease, now, emax)
+local function claim(p, K, n, lease, now, now_us, emax)
   local jobs, got, wait, asked = {}, 0, -1, n
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
@@ -36,11 +40,12 @@ local function claim(p, K, n, lease, now, emax)
   local function take(id)
     local jk = p .. 'job:' .. id
     local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
-    if row[1] ~= 'pending' then return false end -- a ghost or a moved row: skip it
+    if row[1] ~= 'pending' then return nil end -- a ghost or a moved row: skip it
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
     local attempts = tonumber(row[6] or '0') + 1
-    local token = tonumber(row[7] or '0') + 1
-    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', token)
+    local token = math.max(tonumber(row[7] or '0') + 1, now_us)
+    local text = string.format('%.0f', token) -- 16 digits: Lua's own tostring would round it
+    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text)
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
     claimed[#claimed + 1] = id
@@ -50,8 +55,8 @@ local function claim(p, K, n, lease, now, emax)
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
     got = got + 1
     log[#log + 1] = now
-    log[#log + 1] = id .. ':' .. token
-    return true
+    log[#log + 1] = id .. ':' .. text
+    return text
   end
   -- Serve one job of the ring's head group, if its concurrency and rate limit allow.
   local function serve_lane()
@@ -74,10 +79,11 @@ local function claim(p, K, n, lease, now, emax)
       end
     end
     local popped = redis.call('ZPOPMIN', lane_key(p, group))
-    if popped[1] and take(popped[1]) then
+    local token = popped[1] and take(popped[1])
+    if token then
       running = redis.call('HINCRBY', p .. 'lanes:running', group, 1)
       if spec then
-        redis.call('ZADD', lane_log, now, popped[1] .. ':' .. jobs[got * 7 - 5])
+        redis.call('ZADD', lane_log, now, popped[1] .. ':' .. token)
         redis.call('PEXPIRE', lane_log, 86400000)
       end
     end

@@ -96,17 +96,31 @@ local function emit_batch(K, emax, event, ids, field, values, shared)
   redis.call(unpack(entry))
 end
 -- <<< lib/bulk.lua
+-- >>> lib/clock.lua
+-- The server's clock, read once per call (TIME): now in epoch ms, and in epoch µs for lease
+-- tokens (a token at least the claim's µs instant is one no server could have handed out
+-- before that instant, so a promoted replica never repeats a token its old primary gave).
+local function server_clock()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
+-- <<< lib/clock.lua
 -- >>> lib/claim.lua
 -- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
 -- pending (lowest priority score first, then mint order). Each claimed job gets attempts + 1,
 -- a fresh lease token, state active and its lease deadline as its score in active.
+-- The token is the larger of the job's previous token + 1 and `now_us`, the call's server
+-- instant in µs: it grows on every claim of the job, and a server promoted after a failover
+-- (whose copy of the row may lack the old primary's last claims) hands out a token the old
+-- primary never did, so a superseded holder's writes are refused (SPEC section 8).
 -- Rate limits are sliding logs of claim instants (the queue's in `limiter`, a lane's in
 -- `lanes:log:<group>`): at most max claims in any window of per ms, so no burst at edges.
 -- A lane over its limit leaves the ring for `lanes:limited`, scored by when it may run again.
 -- Returns the flat 7-per-job array (id token attempts max payload name backoff); when fewer
 -- than n were claimed, the wake stream's last id to block on ('' when full); and the ms
 -- until a rate limit lets more be claimed (-1: no limit is holding work back).
-local function claim(p, K, n, lease, now, emax)
+local function claim(p, K, n, lease, now, now_us, emax)
   local jobs, got, wait, asked = {}, 0, -1, n
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
@@ -135,11 +149,12 @@ local function claim(p, K, n, lease, now, emax)
   local function take(id)
     local jk = p .. 'job:' .. id
     local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
-    if row[1] ~= 'pending' then return false end -- a ghost or a moved row: skip it
+    if row[1] ~= 'pending' then return nil end -- a ghost or a moved row: skip it
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
     local attempts = tonumber(row[6] or '0') + 1
-    local token = tonumber(row[7] or '0') + 1
-    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', token)
+    local token = math.max(tonumber(row[7] or '0') + 1, now_us)
+    local text = string.format('%.0f', token) -- 16 digits: Lua's own tostring would round it
+    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text)
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
     claimed[#claimed + 1] = id
@@ -149,8 +164,8 @@ local function claim(p, K, n, lease, now, emax)
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
     got = got + 1
     log[#log + 1] = now
-    log[#log + 1] = id .. ':' .. token
-    return true
+    log[#log + 1] = id .. ':' .. text
+    return text
   end
   -- Serve one job of the ring's head group, if its concurrency and rate limit allow.
   local function serve_lane()
@@ -173,10 +188,11 @@ local function claim(p, K, n, lease, now, emax)
       end
     end
     local popped = redis.call('ZPOPMIN', lane_key(p, group))
-    if popped[1] and take(popped[1]) then
+    local token = popped[1] and take(popped[1])
+    if token then
       running = redis.call('HINCRBY', p .. 'lanes:running', group, 1)
       if spec then
-        redis.call('ZADD', lane_log, now, popped[1] .. ':' .. jobs[got * 7 - 5])
+        redis.call('ZADD', lane_log, now, popped[1] .. ':' .. token)
         redis.call('PEXPIRE', lane_log, 86400000)
       end
     end
@@ -393,8 +409,7 @@ end
 local p = ARGV[1]
 local K = { active = KEYS[1], completed = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
   ring = KEYS[6], pending = KEYS[7] }
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local now, now_us = server_clock()
 local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_completed_ms')
 local emax = s[1] or '10000'
 local statuses, woke, done = {}, false, 0
@@ -442,5 +457,5 @@ if done > 0 then
 end
 trim(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now)
 if woke then wake(K) end
-local jobs, wid, wait = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, emax)
+local jobs, wid, wait = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax)
 return { statuses, jobs, wid, wait }
