@@ -1,7 +1,7 @@
 // The connector: the one seam between EchoMQ and Redis. Every script call passes through
 // `run`, which uses EVALSHA and reloads a script transparently on NOSCRIPT (a restarted or
-// new server), turns `EMQxxx` error replies into EchoMQErrors, and reports each call to an
-// optional observer (metrics and tracing hook in here, callers add no timing of their own).
+// new server), turns `EMQxxx` error replies into EchoMQErrors, and reports each call to the
+// observers (metrics and tests hook in here with observe(); callers add no timing of their own).
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from './errors.js';
 import type { Script } from './scripts.js';
@@ -23,7 +23,7 @@ export type ScriptObserver = (name: string, ms: number, error?: unknown) => void
 export class Connector {
   private closed = false;
   private readonly extra = new Set<RedisClient>();
-  observer: ScriptObserver | undefined;
+  private readonly observers = new Set<ScriptObserver>();
 
   private constructor(
     readonly client: RedisClient,
@@ -49,10 +49,28 @@ export class Connector {
     }
   }
 
+  /** Calls `observer` after every script call from now on; returns the function that stops it. */
+  observe(observer: ScriptObserver): () => void {
+    // A wrapper of its own, so the same function observed twice is two subscriptions, each
+    // ended by its own unsubscribe.
+    const entry: ScriptObserver = (name, ms, error) => observer(name, ms, error);
+    this.observers.add(entry);
+    return () => {
+      this.observers.delete(entry);
+    };
+  }
+
+  /** Tells the observers about a call that began at `started` (undefined: nobody was observing). */
+  private report(name: string, started: number | undefined, error?: unknown): void {
+    if (started === undefined) return;
+    const ms = performance.now() - started;
+    for (const observer of this.observers) observer(name, ms, error);
+  }
+
   /** Runs a protocol script: EVALSHA first, the body once more on NOSCRIPT. */
   async run(script: Script, keys: readonly string[], argv: readonly (string | number)[]): Promise<unknown> {
     this.assertOpen();
-    const started = this.observer ? performance.now() : 0;
+    const started = this.observers.size > 0 ? performance.now() : undefined;
     try {
       let reply: unknown;
       try {
@@ -61,11 +79,11 @@ export class Connector {
         if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
         reply = await this.client.eval(script.body, keys.length, ...keys, ...argv);
       }
-      this.observer?.(script.name, performance.now() - started);
+      this.report(script.name, started);
       return reply;
     } catch (err) {
       const mapped = fromScriptError(err);
-      this.observer?.(script.name, performance.now() - started, mapped);
+      this.report(script.name, started, mapped);
       throw mapped;
     }
   }

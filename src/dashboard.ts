@@ -13,7 +13,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './dashboard/assets.js';
-import { EventHub } from './dashboard/hub.js';
 import {
   errorPage,
   jobPage,
@@ -26,9 +25,10 @@ import {
 } from './dashboard/pages.js';
 import { EchoMQ } from './echomq.js';
 import { EchoMQError } from './errors.js';
+import { EventHub } from './events/hub.js';
 import { Inspector } from './inspect.js';
 import { JOB_STATES, type JobState } from './jobs.js';
-import { type EchoMQMetrics, registerMetrics } from './metrics.js';
+import { type EchoMQMetrics, registerMetrics } from './telemetry/metrics.js';
 
 export interface DashboardOptions {
   /** The port startDashboard listens on. Default 3000; 0 picks a free port (see the returned url). */
@@ -204,7 +204,7 @@ export function dashboardHandler(opts: DashboardOptions = {}): DashboardHandler 
     if (closed) return Promise.reject(new HttpError(503, 'the dashboard is closed'));
     connecting ??= (async () => {
       const mq = opts.mq ?? (await EchoMQ.connect(opts.url === undefined ? {} : { url: opts.url }));
-      const hub = new EventHub(mq);
+      const hub = new EventHub((queue, blockMs) => mq.queue(queue).events({ blockMs }));
       let registry: Registry | undefined;
       let metrics: EchoMQMetrics | undefined;
       if (opts.metrics ?? true) {

@@ -169,7 +169,7 @@ describe('enqueue', () => {
 
   it('refuses a non-JOB id with EMQKIND before the wire, writing nothing', async () => {
     const calls: string[] = [];
-    mq.connector.observer = (verb) => calls.push(verb);
+    mq.connector.observe((verb) => calls.push(verb));
     for (const id of ['task-1', 'job-lowercase', 'JOB with space', 'JO']) {
       await expectRefused(() => q.enqueue({}, { id }), 'EMQKIND');
     }
@@ -180,7 +180,7 @@ describe('enqueue', () => {
   it('several enqueue() calls in one tick travel as one script call, admitted in call order', async () => {
     await q.enqueue({ warm: true }); // the first call also stamps the protocol version (hello)
     const calls: string[] = [];
-    mq.connector.observer = (verb) => calls.push(verb);
+    mq.connector.observe((verb) => calls.push(verb));
 
     const results = await Promise.all(Array.from({ length: 50 }, (_, i) => q.enqueue({ i })));
 
@@ -195,7 +195,7 @@ describe('enqueue', () => {
     await q.enqueue({ pre: 'a' }, { id: 'JOBpre-a' });
     await q.enqueue({ pre: 'b' }, { id: 'JOBpre-b' });
     const calls: string[] = [];
-    mq.connector.observer = (verb) => calls.push(verb);
+    mq.connector.observe((verb) => calls.push(verb));
     const dupAt: Record<number, string> = { 10: 'JOBpre-a', 1500: 'JOBpre-b' };
     const items = Array.from({ length: 2500 }, (_, i) => ({
       data: { i },
@@ -223,7 +223,7 @@ describe('enqueue', () => {
 
   it('enqueueMany refuses a bad item anywhere in the input before sending any chunk', async () => {
     const calls: string[] = [];
-    mq.connector.observer = (verb) => calls.push(verb);
+    mq.connector.observe((verb) => calls.push(verb));
     const items = [{ data: 1 }, { data: 2 }, { data: 3, opts: { priority: -1 } }];
     await expectRefused(() => q.enqueueMany(items), 'EMQINPUT');
     expect(calls).toEqual([]);
@@ -247,7 +247,7 @@ describe('enqueue', () => {
   ];
   it.each(refusals)('refuses %s before the wire and writes nothing', async (_what, data, opts, code) => {
     const calls: string[] = [];
-    mq.connector.observer = (verb) => calls.push(verb);
+    mq.connector.observe((verb) => calls.push(verb));
     await expectRefused(() => q.enqueue(data, opts), code);
     await expectRefused(() => q.enqueueIn(data, 1000, opts), code);
     expect(calls).toEqual([]);

@@ -374,7 +374,7 @@ describe('lane rate limit', () => {
     const cs: Consumer[] = [];
     for (let i = 0; i < 2; i++) {
       const c = (await consumers.start(name, () => {}, { concurrency: 10, beatMs: 10_000 })) as Consumer;
-      c.queue.connector.observer = (verb) => calls.push(verb);
+      c.queue.connector.observe((verb) => calls.push(verb));
       cs.push(c);
     }
     await within(Promise.all(cs.map((c) => c.idle())), 3000, 'idle consumers');

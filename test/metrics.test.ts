@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startDashboard } from '../src/dashboard.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/jobs.js';
-import { type ObservedConsumer, registerMetrics, streamMs } from '../src/metrics.js';
+import { type ObservedConsumer, registerMetrics, streamMs } from '../src/telemetry/metrics.js';
 import { uniqueQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
@@ -126,9 +126,9 @@ describe('metrics', () => {
     expect(text).toContain('# TYPE echomq_job_wait_seconds histogram');
   });
 
-  it('registers in a registry of its own, reads lanes and pause on scrape, and restores the observer on close', async () => {
+  it('registers in a registry of its own, reads lanes and pause on scrape, and on close leaves other observers in place', async () => {
     const previous = vi.fn();
-    mq.connector.observer = previous;
+    mq.connector.observe(previous);
     const registry = new Registry();
     const metrics = registerMetrics(registry, { mq, queues: [name], prefix: 'app_' });
     await q.enqueue({ n: 1 }, { group: 'red' });
@@ -142,8 +142,16 @@ describe('metrics', () => {
     expect(sample(text, 'app_lane_paused', { queue: name, lane: 'red' })).toBe(1);
     expect(sample(text, 'app_queue_paused', { queue: name })).toBe(1);
     expect(previous.mock.calls.some((c) => c[0] === 'enqueue' && typeof c[1] === 'number')).toBe(true);
+    const enqueues = () =>
+      registry
+        .metrics()
+        .then((t) => sample(t, 'app_script_duration_seconds_count', { script: 'enqueue', outcome: 'ok' }));
+    expect(await enqueues()).toBe(3);
     await metrics.close();
-    expect(mq.connector.observer).toBe(previous);
+    previous.mockClear();
+    await q.enqueue({ n: 4 });
+    expect(previous).toHaveBeenCalledWith('enqueue', expect.any(Number), undefined);
+    expect(await enqueues()).toBe(3); // the metrics' own observer is gone
   });
 
   it('reads the ms of a stream id', () => {

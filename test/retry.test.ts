@@ -13,16 +13,9 @@ let mq: EchoMQ;
 let raw: Redis;
 let q: Queue;
 
-useQueue(
-  env,
-  'retry',
-  (f) => {
-    ({ mq, raw, q } = f);
-  },
-  () => {
-    mq.connector.observer = undefined;
-  },
-);
+useQueue(env, 'retry', (f) => {
+  ({ mq, raw, q } = f);
+});
 
 function key(suffix: string): string {
   return `${q.keys.prefix}${suffix}`;
@@ -103,7 +96,7 @@ describe('retryAll', () => {
   it('retries 1,200 dead jobs in script calls of 500 ids, reporting progress after each', async () => {
     const ids = await deadJobs(1200);
     const calls: string[] = [];
-    mq.connector.observer = (script) => calls.push(script);
+    mq.connector.observe((script) => calls.push(script));
     const progress: { retried: number; total: number }[] = [];
 
     const retried = await q.retryAll({ onProgress: (p) => progress.push(p) });

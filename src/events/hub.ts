@@ -1,13 +1,27 @@
-// The dashboard's event hub: one events-stream reader per queue, shared by every subscriber
-// (SSE clients, the page refreshers), opened on the first subscription and closed when the
-// last one leaves, so a dashboard with no open page holds no blocking connection.
-import type { EchoMQ } from '../echomq.js';
-import type { QueueEvent, QueueEvents } from '../events.js';
+// The event hub: one events-stream reader per queue, shared by every subscriber (the dashboard's
+// SSE clients and page refreshers, the metrics counters), opened on the first subscription and
+// closed when the last one leaves, so a hub nobody listens to holds no blocking connection.
+// It is given a way to open a reader rather than a connection, so it knows nothing above it.
+import type { QueueEvent } from '../events.js';
 
 export type HubListener = (queue: string, event: QueueEvent) => void;
 
+/** What the hub needs of an events reader (a QueueEvents). */
+export interface HubReader {
+  subscribe(listener: (event: QueueEvent) => void): unknown;
+  /** Resolves once the reader has fixed its starting point. */
+  readonly ready: Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a reader of `queue`'s events from now on, whose XREAD blocks `blockMs` at a time;
+ * e.g. `(queue, blockMs) => mq.queue(queue).events({ blockMs })`.
+ */
+export type OpenReader = (queue: string, blockMs: number) => HubReader;
+
 interface Feed {
-  reader: QueueEvents;
+  reader: HubReader;
   listeners: Set<HubListener>;
 }
 
@@ -16,7 +30,7 @@ export class EventHub {
   private closed = false;
 
   constructor(
-    private readonly mq: EchoMQ,
+    private readonly openReader: OpenReader,
     /** How long one XREAD blocks, in ms (the reader's close waits at most this long). */
     private readonly blockMs = 2000,
   ) {}
@@ -26,7 +40,7 @@ export class EventHub {
     if (this.closed) return () => {};
     let feed = this.feeds.get(queue);
     if (!feed) {
-      const reader = this.mq.queue(queue).events({ blockMs: this.blockMs });
+      const reader = this.openReader(queue, this.blockMs);
       const created: Feed = { reader, listeners: new Set() };
       reader.subscribe((e) => {
         for (const l of created.listeners) l(queue, e);

@@ -14,13 +14,12 @@
 // The stream readers start on the first scrape (or ready()): a registry nobody scrapes holds
 // no connection. Counters count from then on, as Prometheus counters do after a restart.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { ScriptObserver } from './connector.js';
-import type { Job } from './consumer.js';
-import { EventHub } from './dashboard/hub.js';
-import type { EchoMQ } from './echomq.js';
-import type { QueueEvent } from './events.js';
-import { Inspector, type QueueStats } from './inspect.js';
-import { JOB_STATES } from './jobs.js';
+import type { Job } from '../consumer.js';
+import type { EchoMQ } from '../echomq.js';
+import { EventHub } from '../events/hub.js';
+import type { QueueEvent } from '../events.js';
+import { Inspector, type QueueStats } from '../inspect.js';
+import { JOB_STATES } from '../jobs.js';
 
 export interface MetricsOptions {
   /** The connection whose queues are measured. */
@@ -43,7 +42,7 @@ export interface EchoMQMetrics {
   observe(consumer: ObservedConsumer): () => void;
   /** Starts the stream readers now (they start on the first scrape otherwise) and waits for them. */
   ready(): Promise<void>;
-  /** Stops the readers and the observers, and restores the connector's previous observer. */
+  /** Stops the readers and the observers, the connector's included (other observers stay). */
   close(): Promise<void>;
 }
 
@@ -84,7 +83,7 @@ export function registerMetrics(registry: Registry, opts: MetricsOptions): EchoM
   const { mq } = opts;
   const prefix = opts.prefix ?? 'echomq_';
   const inspector = new Inspector(mq);
-  const hub = opts.hub ?? new EventHub(mq);
+  const hub = opts.hub ?? new EventHub((queue, blockMs) => mq.queue(queue).events({ blockMs }));
   const ownHub = opts.hub === undefined;
   const followEvents = opts.events ?? true;
 
@@ -234,13 +233,9 @@ export function registerMetrics(registry: Registry, opts: MetricsOptions): EchoM
   }
 
   // ── the connector seam: every script call of this process ──────────────────
-  const connector = mq.connector;
-  const previous = connector.observer;
-  const observer: ScriptObserver = (name, ms, error) => {
-    previous?.(name, ms, error);
+  const unobserveScripts = mq.connector.observe((name, ms, error) => {
     scripts.observe({ script: name, outcome: error === undefined ? 'ok' : 'error' }, ms / 1000);
-  };
-  connector.observer = observer;
+  });
 
   // ── consumers of this process: processing durations ────────────────────────
   const unobserve = new Set<() => void>();
@@ -278,7 +273,7 @@ export function registerMetrics(registry: Registry, opts: MetricsOptions): EchoM
       for (const unsubscribe of followed.values()) unsubscribe();
       followed.clear();
       claimable.clear();
-      if (connector.observer === observer) connector.observer = previous;
+      unobserveScripts();
       if (ownHub) await hub.close();
     },
   };
