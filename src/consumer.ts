@@ -94,6 +94,8 @@ const SERVER_TICK_MS = 150;
 const DEGRADED_CAP_MS = 5000;
 
 type Abort = 'cancelled' | 'lost' | 'closing';
+/** claim's reply (and complete's after its statuses): jobs, wake id, rate wait, server now, schedule head. */
+type ClaimReply = [jobs: unknown[], wakeId: string, waitMs: number, nowMs: number, nextDueMs: number];
 
 class Running<D> implements Job<D>, JobContext {
   private controller: AbortController | undefined;
@@ -194,7 +196,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private readonly startedAt = performance.now();
   private lastRecoverAt = Number.NEGATIVE_INFINITY;
   private degradedStreak = 0;
-  private nextDueAt = Number.POSITIVE_INFINITY; // local performance.now() of the next due job
+  /** Local performance.now() of the schedule's earliest run-at, from promote's or a claim's reply. */
+  private scheduleHeadAt = Number.POSITIVE_INFINITY;
   private lastPromoteAt = Number.NEGATIVE_INFINITY;
   /** The last recurring leg found repeats or schedulers on this queue. */
   private hasRecurring = true;
@@ -204,6 +207,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private scheduleMoved = true;
   private limitedUntil = Number.POSITIVE_INFINITY; // when a rate limit lets more be claimed
   private parkTimer: NodeJS.Timeout | undefined;
+  /** Local performance.now() the current park ends at by itself. */
+  private parkUntil = Number.POSITIVE_INFINITY;
+  /** While blocked on the wake stream: end the read in `ms` instead (an earlier due instant). */
+  private rearmBlock: ((ms: number) => void) | undefined;
   /** How the loop waits now: asleep on a timer (slots full or work waiting) or blocked on wake. */
   private parked: 'no' | 'sleep' | 'block' = 'no';
   private unpark: (() => void) | undefined;
@@ -335,14 +342,13 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private async promote(): Promise<void> {
     const at = performance.now();
     this.promoting = false;
-    if (!this.scheduleMoved && at < this.nextDueAt && at - this.lastPromoteAt < this.beatMs) return;
+    if (!this.scheduleMoved && at < this.scheduleHeadAt && at - this.lastPromoteAt < this.beatMs) return;
     this.scheduleMoved = false;
     this.lastPromoteAt = at;
     this.promoting = true; // set before the first await: loop() reads it to pipeline a claim
     const { count, now, nextDue } = await this.queue.promoteNext(this.promoteBatch);
-    if (count >= this.promoteBatch)
-      this.nextDueAt = performance.now(); // more are due: go again
-    else this.nextDueAt = nextDue < 0 ? Number.POSITIVE_INFINITY : performance.now() + (nextDue - now);
+    if (count >= this.promoteBatch) this.scheduleHeadAt = performance.now(); // more are due: go again
+    else this.learnHead(now, nextDue);
     if (count > 0) this.short = false;
   }
 
@@ -356,7 +362,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   private async recurring(): Promise<void> {
     const at = performance.now();
-    const head = this.nextDueAt; // just set by promote
+    const head = this.scheduleHeadAt; // just set by promote
     // Local due instants are estimates (a reply's latency, ms rounding): the head moving later
     // also says that the job due at the old head has left the schedule.
     // Only a queue with recurring definitions needs a hand-off when a scheduled job leaves:
@@ -377,7 +383,6 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const until = (due: number, now: number) => (due < 0 ? Number.POSITIVE_INFINITY : due - now);
     this.recurringDueAt =
       performance.now() + Math.min(until(pump.nextDue, pump.now), until(handoff.nextDue, handoff.now));
-    this.nextDueAt = Math.min(this.nextDueAt, this.recurringDueAt);
     if (pump.minted.length > 0) this.short = false;
   }
 
@@ -388,29 +393,29 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const n = this.free;
     if (n <= 0) return;
     this.reserved += n;
-    let reply: [unknown[], string, number];
+    let reply: ClaimReply;
     try {
-      reply = (await this.queue.run('claim', [this.queue.keys.prefix, n, this.leaseMs])) as [
-        unknown[],
-        string,
-        number,
-      ];
+      reply = (await this.queue.run('claim', [this.queue.keys.prefix, n, this.leaseMs])) as ClaimReply;
     } finally {
       this.reserved -= n;
     }
-    this.started(reply[0], reply[1], reply[2]);
+    this.started(...reply);
   }
 
   /** Waits for whichever comes first: new work (wake stream), the next due job, the beat, close. */
   private async park(): Promise<void> {
     if (this.closing) return;
+    // A claim that was not short while slots are free stopped early (it dropped its bound of
+    // ghosts, or slots freed meanwhile): claim again at once rather than wait for a beat.
+    if (!this.short && this.free > 0) return;
     const untilTtl = this.ttlMs === undefined ? Number.POSITIVE_INFINITY : this.startedAt + this.ttlMs;
-    const untilDue = Math.min(this.nextDueAt, this.limitedUntil, untilTtl) - performance.now();
+    const untilDue = Math.min(this.dueAt(), untilTtl) - performance.now();
     const wait = Math.max(
       0,
       Math.min(this.beatMs - (performance.now() - this.lastRecoverAt), untilDue, this.beatMs),
     );
     if (wait <= 0) return;
+    this.parkUntil = performance.now() + wait;
     if (this.short && this.free > 0) {
       this.parked = 'block';
       // A read that ends at the beat may come back a server tick (~100 ms) late: when a due
@@ -457,6 +462,12 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       );
     };
     let alarm = onTime && id !== undefined ? setTimeout(() => unblock(20), ms) : undefined;
+    // A claim reply (a job finishing meanwhile) may report an earlier due instant: end the read then.
+    this.rearmBlock = (inMs) => {
+      if (id === undefined || settled) return;
+      clearTimeout(alarm);
+      alarm = setTimeout(() => unblock(20), Math.max(0, inMs));
+    };
     try {
       const read = conn.xread('BLOCK', ms, 'STREAMS', this.queue.keys.key('wake'), this.wakeId);
       read.catch(() => {}); // a read abandoned by the watchdog may still fail later
@@ -474,9 +485,27 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       }
     } finally {
       settled = true;
+      this.rearmBlock = undefined;
       clearTimeout(watchdog);
       clearTimeout(alarm);
     }
+  }
+
+  /** The earliest local instant the loop must act at: the schedule's head, recurrence, a rate window. */
+  private dueAt(): number {
+    return Math.min(this.scheduleHeadAt, this.recurringDueAt, this.limitedUntil);
+  }
+
+  /**
+   * Takes in the schedule's earliest run-at as a reply saw it (`now` and `nextDue` are server
+   * instants, so only their difference is used). When the loop waits past it, it is woken, or
+   * its blocking read is ended, at that instant: a busy consumer promotes on time too.
+   */
+  private learnHead(now: number, nextDue: number): void {
+    this.scheduleHeadAt = nextDue < 0 ? Number.POSITIVE_INFINITY : performance.now() + (nextDue - now);
+    if (this.parked === 'no' || this.dueAt() >= this.parkUntil) return;
+    if (this.parked === 'sleep') this.wakeLoop();
+    else this.rearmBlock?.(this.dueAt() - performance.now());
   }
 
   private sleep(ms: number): Promise<void> {
@@ -493,12 +522,18 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   // ── running jobs ────────────────────────────────────────────────────────────
 
-  /** Starts the handlers of claimed jobs (claim's flat reply: 7 entries per job). */
-  private started(flat: unknown[], wakeId: string, waitMs: number): void {
+  /**
+   * Starts the handlers of claimed jobs (claim's flat reply: 7 entries per job), and takes in
+   * what the claim saw: the wake id to park after, a rate limit's wait, and the schedule's head.
+   * The head was read in the same atomic call as the wake id, so a 'w s' written before that id
+   * (while this consumer was busy, or before it parked) is not lost: its instant is the head.
+   */
+  private started(flat: unknown[], wakeId: string, waitMs: number, now: number, nextDue: number): void {
     this.short = wakeId !== '';
     if (this.short) this.wakeId = wakeId;
     // A rate limit holds work back: park until its window reopens (a timer, not a poll).
     this.limitedUntil = waitMs >= 0 ? performance.now() + waitMs : Number.POSITIVE_INFINITY;
+    this.learnHead(now, nextDue);
     for (let i = 0; i < flat.length; i += 7) {
       const id = flat[i] as string;
       const backoff = flat[i + 6] as string;
@@ -589,9 +624,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const argv: (string | number)[] = [this.queue.keys.prefix, this.leaseMs, n];
     for (const [job, result] of acks) argv.push(job.id, job.token, result);
     this.reserved += n;
-    let reply: [string[], unknown[], string, number];
+    let reply: [string[], ...ClaimReply];
     try {
-      reply = (await this.queue.run('complete', argv)) as [string[], unknown[], string, number];
+      reply = (await this.queue.run('complete', argv)) as [string[], ...ClaimReply];
     } catch (err) {
       this.reserved -= n;
       // Not acknowledged: keep the jobs held (their leases keep being extended) and retry.
@@ -606,13 +641,14 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       return;
     }
     this.reserved -= n;
-    const [statuses, jobs, wakeId, wait] = reply;
+    const [statuses, ...claimed] = reply;
     for (const [i, [job, , result]] of acks.entries()) {
       this.finish(job);
       if (statuses[i] === 'OK') this.emit('completed', job, result);
       else this.lose(job, false);
     }
-    if (n > 0) this.started(jobs, wakeId, wait);
+    if (n > 0) this.started(...claimed);
+    else this.learnHead(claimed[3], claimed[4]);
     this.watchForWork();
     this.settle();
   }

@@ -160,6 +160,76 @@ describe('concurrency and waking', () => {
   });
 });
 
+// ── wakes are never lost ────────────────────────────────────────────────────────
+// Each test gives the consumer a 60 s beat, so only a wake or a due timer can serve the work
+// in time: on a consumer that lost the signal, the work would wait for the beat.
+
+/** Runs `before` ahead of the consumer's next call of script `name` (once), on the wire. */
+function ahead(queue: Queue, name: string, before: () => Promise<unknown>): void {
+  const run = queue.run.bind(queue);
+  let armed = true;
+  queue.run = async (script, argv, jobId) => {
+    if (armed && script === name) {
+      armed = false;
+      await before();
+    }
+    return run(script, argv, jobId);
+  };
+}
+
+describe('wakes are never lost', () => {
+  it("a 'w s' written between a busy consumer's last read and its short claim is seen: the delayed job runs before the beat", async () => {
+    // Concurrency 1 with job A running: the consumer sleeps (all slots busy) and does not read
+    // the wake stream. The delayed job D is scheduled right before A's acknowledgement, whose
+    // claim comes back short with a wake id past D's 'w s'. The interleaving is forced by
+    // running D's schedule call ahead of that complete, not by timing.
+    const gate = deferred();
+    const startedA = deferred();
+    const c = consume<{ a?: boolean }>(
+      async (job) => {
+        if (job.data.a) {
+          startedA.resolve();
+          await gate.promise;
+        }
+      },
+      { concurrency: 1, beatMs: 60_000 },
+    );
+    await within(c.idle(), 5000, 'idle');
+    const a = await q.enqueue({ a: true });
+    await within(startedA.promise, 5000, 'A started');
+    let d = '';
+    ahead(q, 'complete', async () => {
+      d = (await q.enqueueIn({}, 150)).id;
+    });
+    const done = completions(c, 2);
+    gate.resolve();
+    const ids = await within(done, 20_000, 'A and the delayed job');
+    expect([...ids.keys()]).toEqual([a.id, d]);
+    const job = await q.get(d);
+    expect(job!.startedAt!).toBeGreaterThanOrEqual(job!.runAt!);
+    expect(job!.startedAt! - job!.runAt!).toBeLessThan(30_000); // not the 60 s beat
+  });
+
+  it('a claim over [ghost, J1, J2] takes J1, then J2, without waiting for a wake or the beat', async () => {
+    await raw.zadd(key('pending'), 0, 'JOB0'); // sorts before every minted id; its row is gone
+    const j1 = await q.enqueue({ n: 1 });
+    const j2 = await q.enqueue({ n: 2 });
+    const c = consume(async () => {}, { concurrency: 1, beatMs: 60_000 });
+    const ids = await within(completions(c, 2), 20_000, 'both jobs behind the ghost');
+    expect([...ids.keys()]).toEqual([j1.id, j2.id]);
+    expect(await raw.zcard(key('pending'))).toBe(0);
+  });
+
+  it("eviction's leftovers drain at full speed: 2,500 ghosts ahead of 100 jobs cost no beat", async () => {
+    const ghosts = Array.from({ length: 2500 }, (_, i) => ['0', `JOB0${String(i).padStart(5, '0')}`]).flat();
+    await raw.zadd(key('pending'), ...ghosts);
+    await q.enqueueMany(items(100));
+    const c = consume(async () => {}, { concurrency: 10, beatMs: 60_000 });
+    await within(completions(c, 100), 20_000, '100 jobs behind 2,500 ghosts');
+    expect(await raw.zcard(key('pending'))).toBe(0);
+  });
+});
+
 // ── recovery and fencing ────────────────────────────────────────────────────────
 
 describe('recovery and fencing', () => {

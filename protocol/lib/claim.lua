@@ -8,11 +8,19 @@
 -- Rate limits are sliding logs of claim instants (the queue's in `limiter`, a lane's in
 -- `lanes:log:<group>`): at most max claims in any window of per ms, so no burst at edges.
 -- A lane over its limit leaves the ring for `lanes:limited`, scored by when it may run again.
+-- A ghost (an id whose row is gone) or a moved row (not pending) is dropped and the call pops
+-- on, so a claim never comes back short while claimable work remains; after SKIP_MAX such
+-- drops it stops and replies as if full, so the consumer claims again at once (bounded work
+-- per call, and eviction's leftovers drain at full speed).
 -- Returns the flat 7-per-job array (id token attempts max payload name backoff); when fewer
--- than n were claimed, the wake stream's last id to block on ('' when full); and the ms
--- until a rate limit lets more be claimed (-1: no limit is holding work back).
+-- than n were claimed and nothing claimable is left, the wake stream's last id to block on
+-- ('' when full, or when cut at SKIP_MAX: claim again); the ms until a rate limit lets more be
+-- claimed (-1: no limit is holding work back); and the schedule's earliest run-at (-1: empty),
+-- read in the same atomic call as the wake id, so a consumer that parks after that id has
+-- seen every 'w s' written before it.
+local SKIP_MAX = 1000
 local function claim(p, K, n, lease, now, now_us, emax)
-  local jobs, got, wait, asked = {}, 0, -1, n
+  local jobs, got, wait, asked, skipped = {}, 0, -1, n, 0
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
@@ -40,7 +48,10 @@ local function claim(p, K, n, lease, now, now_us, emax)
   local function take(id)
     local jk = p .. 'job:' .. id
     local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
-    if row[1] ~= 'pending' then return nil end -- a ghost or a moved row: skip it
+    if row[1] ~= 'pending' then -- a ghost or a moved row: drop it and pop on
+      skipped = skipped + 1
+      return nil
+    end
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
     local attempts = tonumber(row[6] or '0') + 1
     local token = math.max(tonumber(row[7] or '0') + 1, now_us)
@@ -89,11 +100,12 @@ local function claim(p, K, n, lease, now, now_us, emax)
     end
     if redis.call('ZCARD', lane_key(p, group)) > 0 then ring_offer(p, K, group, running) end
   end
-  if not lanes and not paused and n > 0 then
-    local flat = redis.call('ZPOPMIN', K.pending, n)
+  while not lanes and not paused and got < n and skipped < SKIP_MAX do
+    local flat = redis.call('ZPOPMIN', K.pending, n - got)
+    if #flat == 0 then break end
     for i = 1, #flat, 2 do take(flat[i]) end
   end
-  while lanes and got < n do
+  while lanes and got < n and skipped < SKIP_MAX do
     local moved = false
     if redis.call('ZCARD', K.ring) > 0 then
       moved = true -- the ring shrank or turned: progress either way
@@ -129,7 +141,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
     if wait < 0 or lane_wait < wait then wait = lane_wait end
   end
   local wid = ''
-  if got < asked then
+  if got < asked and skipped < SKIP_MAX then
     local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', 1)
     wid = last[1] and last[1][1] or '0-0'
   end
@@ -145,5 +157,6 @@ local function claim(p, K, n, lease, now, now_us, emax)
   if got > 0 and drained() then
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
   end
-  return jobs, wid, wait
+  local head = redis.call('ZRANGE', p .. 'schedule', 0, 0, 'WITHSCORES')
+  return jobs, wid, wait, head[2] and tonumber(head[2]) or -1
 end

@@ -1,12 +1,15 @@
 -- claim: take up to n claimable jobs in one call, each under a fresh lease.
 -- KEYS: pending active events wake meta ring
 -- ARGV: prefix n lease_ms
--- REPLY: {jobs, wake_id, wait_ms}: jobs is flat, 7 entries per job: id token attempts max
---   payload name backoff (max '1' when the row has none; name and backoff '' when absent);
---   wake_id is '' when n jobs were claimed, else the wake stream's last id ('0-0' when
+-- REPLY: {jobs, wake_id, wait_ms, now_ms, next_due_ms}: jobs is flat, 7 entries per job: id
+--   token attempts max payload name backoff (max '1' when the row has none; name and backoff
+--   '' when absent); wake_id is '' when n jobs were claimed (or the call stopped after
+--   dropping 1000 ghosts: claim again at once), else the wake stream's last id ('0-0' when
 --   empty): block on the wake stream after it to learn of new work without a race;
 --   wait_ms: ms until a rate limit (queue or lane) lets more be claimed, -1 when none holds
---   work back.
+--   work back; now_ms the server clock and next_due_ms the schedule's earliest run-at (-1:
+--   empty), read with wake_id, so a timer armed from them misses no 'w s' before wake_id.
+--   Ghosts and moved rows are dropped and the claim pops on (never short while work waits).
 -- ERRORS: none. A paused queue (meta paused = 1) claims nothing. Rate limits: meta rate_max
 --   claims per rate_ms (the queue), lanes:rate <group>|'*' = 'max:per_ms' (a lane).
 -- EVENTS: active: one entry for the call's claimed jobs (id, attempt, and ids and attempts when
@@ -116,11 +119,19 @@ end
 -- Rate limits are sliding logs of claim instants (the queue's in `limiter`, a lane's in
 -- `lanes:log:<group>`): at most max claims in any window of per ms, so no burst at edges.
 -- A lane over its limit leaves the ring for `lanes:limited`, scored by when it may run again.
+-- A ghost (an id whose row is gone) or a moved row (not pending) is dropped and the call pops
+-- on, so a claim never comes back short while claimable work remains; after SKIP_MAX such
+-- drops it stops and replies as if full, so the consumer claims again at once (bounded work
+-- per call, and eviction's leftovers drain at full speed).
 -- Returns the flat 7-per-job array (id token attempts max payload name backoff); when fewer
--- than n were claimed, the wake stream's last id to block on ('' when full); and the ms
--- until a rate limit lets more be claimed (-1: no limit is holding work back).
+-- than n were claimed and nothing claimable is left, the wake stream's last id to block on
+-- ('' when full, or when cut at SKIP_MAX: claim again); the ms until a rate limit lets more be
+-- claimed (-1: no limit is holding work back); and the schedule's earliest run-at (-1: empty),
+-- read in the same atomic call as the wake id, so a consumer that parks after that id has
+-- seen every 'w s' written before it.
+local SKIP_MAX = 1000
 local function claim(p, K, n, lease, now, now_us, emax)
-  local jobs, got, wait, asked = {}, 0, -1, n
+  local jobs, got, wait, asked, skipped = {}, 0, -1, n, 0
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
@@ -148,7 +159,10 @@ local function claim(p, K, n, lease, now, now_us, emax)
   local function take(id)
     local jk = p .. 'job:' .. id
     local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
-    if row[1] ~= 'pending' then return nil end -- a ghost or a moved row: skip it
+    if row[1] ~= 'pending' then -- a ghost or a moved row: drop it and pop on
+      skipped = skipped + 1
+      return nil
+    end
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
     local attempts = tonumber(row[6] or '0') + 1
     local token = math.max(tonumber(row[7] or '0') + 1, now_us)
@@ -197,11 +211,12 @@ local function claim(p, K, n, lease, now, now_us, emax)
     end
     if redis.call('ZCARD', lane_key(p, group)) > 0 then ring_offer(p, K, group, running) end
   end
-  if not lanes and not paused and n > 0 then
-    local flat = redis.call('ZPOPMIN', K.pending, n)
+  while not lanes and not paused and got < n and skipped < SKIP_MAX do
+    local flat = redis.call('ZPOPMIN', K.pending, n - got)
+    if #flat == 0 then break end
     for i = 1, #flat, 2 do take(flat[i]) end
   end
-  while lanes and got < n do
+  while lanes and got < n and skipped < SKIP_MAX do
     local moved = false
     if redis.call('ZCARD', K.ring) > 0 then
       moved = true -- the ring shrank or turned: progress either way
@@ -237,7 +252,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
     if wait < 0 or lane_wait < wait then wait = lane_wait end
   end
   local wid = ''
-  if got < asked then
+  if got < asked and skipped < SKIP_MAX then
     local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', 1)
     wid = last[1] and last[1][1] or '0-0'
   end
@@ -253,7 +268,8 @@ local function claim(p, K, n, lease, now, now_us, emax)
   if got > 0 and drained() then
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
   end
-  return jobs, wid, wait
+  local head = redis.call('ZRANGE', p .. 'schedule', 0, 0, 'WITHSCORES')
+  return jobs, wid, wait, head[2] and tonumber(head[2]) or -1
 end
 -- <<< lib/claim.lua
 -- >>> lib/args.lua
@@ -279,5 +295,5 @@ end
 local K = { pending = KEYS[1], active = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5], ring = KEYS[6] }
 local now, now_us = server_clock()
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
-local jobs, wid, wait = claim(ARGV[1], K, tonumber(ARGV[2]), tonumber(ARGV[3]), now, now_us, emax)
-return { jobs, wid, wait }
+local jobs, wid, wait, head = claim(ARGV[1], K, tonumber(ARGV[2]), tonumber(ARGV[3]), now, now_us, emax)
+return { jobs, wid, wait, now, head }
