@@ -4,7 +4,8 @@
 //   3. recover  — reap expired leases (or the count-thresholded stalled sweep), once a beat
 //   4. promote  — release due scheduled jobs; learn the next due instant for a timer
 //   5. drain    — claim up to the free slots in one call
-//   6. park     — block on the wake stream until work arrives, the next due instant, or the beat
+//   6. park     — block on the wake stream until work or a schedule change arrives, the next due
+//                 instant, or the beat (also while every slot is busy)
 // Finished jobs are acknowledged in batches (every completion of one tick in one `complete`
 // call) and the same call claims the next jobs, so a busy consumer needs about one round trip
 // per batch of jobs and never a timer per job. Leases of all running jobs are extended by one
@@ -199,12 +200,12 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   /** Local performance.now() of the schedule's earliest run-at, from promote's or a claim's reply. */
   private scheduleHeadAt = Number.POSITIVE_INFINITY;
   private lastPromoteAt = Number.NEGATIVE_INFINITY;
-  /** The last recurring leg found repeats or schedulers on this queue. */
-  private hasRecurring = true;
   /** This beat's promote call is on the wire (a claim may follow it in the same round trip). */
   private promoting = false;
   /** A wake said the schedule's earliest run-at changed: promote to learn the new one. */
   private scheduleMoved = true;
+  /** A wake said a recurring definition changed ('w r'): run the recurrence leg now. */
+  private recurrenceMoved = true;
   private limitedUntil = Number.POSITIVE_INFINITY; // when a rate limit lets more be claimed
   private parkTimer: NodeJS.Timeout | undefined;
   /** Local performance.now() the current park ends at by itself. */
@@ -352,34 +353,24 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     if (count > 0) this.short = false;
   }
 
-  // Recurrence: the Repeat pump and the schedulers' hand-off (src/repeat.ts, src/scheduler.ts), once
-  // a beat, and also when an instant they reported comes due, or when promote released the job it
-  // reported as the next due (it may be a scheduler's occurrence, whose next one is made now): on
-  // time, without a call per loop turn. A registration made while parked is seen at the beat.
+  // Recurrence: the Repeat pump and the runtime's share of the schedulers' hand-off (src/repeat.ts,
+  // src/scheduler.ts). An `every` scheduler needs neither: promote makes its next occurrence when
+  // it releases the current one, so its slots never wait for this leg. The leg runs once a beat,
+  // when an instant it reported comes (a repeat's slot, a scheduler's occurrence whose next run a
+  // runtime computes), and at once when a wake says a definition changed ('w r': register,
+  // upsert): a definition made under a parked consumer is served at its instant, not its beat.
   private lastRecurringAt = Number.NEGATIVE_INFINITY;
   private recurringDueAt = Number.POSITIVE_INFINITY; // local performance.now()
-  private scheduleDueAt = Number.POSITIVE_INFINITY; // promote's next due instant, as last seen
 
   private async recurring(): Promise<void> {
     const at = performance.now();
-    const head = this.scheduleHeadAt; // just set by promote
-    // Local due instants are estimates (a reply's latency, ms rounding): the head moving later
-    // also says that the job due at the old head has left the schedule.
-    // Only a queue with recurring definitions needs a hand-off when a scheduled job leaves:
-    // a plain delayed job costs no extra calls (new definitions are seen at the next beat).
-    const released = this.hasRecurring && (at + 5 >= this.scheduleDueAt || head > this.scheduleDueAt + 5);
-    if (at - this.lastRecurringAt < this.beatMs && at < this.recurringDueAt && !released) {
-      this.scheduleDueAt = head;
-      return;
-    }
+    if (!this.recurrenceMoved && at - this.lastRecurringAt < this.beatMs && at < this.recurringDueAt) return;
+    this.recurrenceMoved = false;
     const [pump, handoff] = await Promise.all([
       this.queue.repeat.pumpNext(this.promoteBatch),
       this.queue.schedulers.advance(this.promoteBatch),
     ]);
     this.lastRecurringAt = at;
-    this.scheduleDueAt = head;
-    this.hasRecurring =
-      pump.nextDue >= 0 || handoff.nextDue >= 0 || pump.minted.length > 0 || handoff.made.length > 0;
     const until = (due: number, now: number) => (due < 0 ? Number.POSITIVE_INFINITY : due - now);
     this.recurringDueAt =
       performance.now() + Math.min(until(pump.nextDue, pump.now), until(handoff.nextDue, handoff.now));
@@ -416,7 +407,11 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     );
     if (wait <= 0) return;
     this.parkUntil = performance.now() + wait;
-    if (this.short && this.free > 0) {
+    // Waiting for work, it blocks on the wake stream. Busy (every slot taken), it blocks too when
+    // it can end the read on time (CLIENT UNBLOCK): a 'w s' then still reaches it, so it promotes
+    // at each due instant and the occurrences it releases make their next ones (no slot skipped
+    // while all slots are busy). A 'w 1' it cannot act on only costs one more read.
+    if ((this.short && this.free > 0) || this.blockingId !== undefined) {
       this.parked = 'block';
       // A read that ends at the beat may come back a server tick (~100 ms) late: when a due
       // instant follows within that, end it on time too.
@@ -476,7 +471,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       if (entries && entries.length > 0) {
         this.wakeId = entries[entries.length - 1]![0];
         this.short = false;
-        if (entries.some(([, fields]) => fields[1] === 's')) this.scheduleMoved = true;
+        for (const [, fields] of entries) {
+          if (fields[1] === 's') this.scheduleMoved = true;
+          else if (fields[1] === 'r') this.recurrenceMoved = true;
+        }
       }
     } catch (err) {
       if (!this.closing) {

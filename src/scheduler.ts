@@ -3,8 +3,11 @@
 // `P schedule` at its run instant, `runat` on the row) whose id is derived from the scheduler id
 // and that instant, so upserts, restarts and racing consumers never duplicate a run.
 //
-// The hand-off: cron is computed here (src/next-run.ts), not in Lua, so the scripts cannot make
-// the next occurrence by themselves. A consumer's beat calls advance(): getJobScheduler lists the
+// The hand-off: for `every` and `immediately` options the next occurrence is made by promote, in
+// the call that releases the current one (protocol/lib/recurrence.lua), so those slots never wait
+// for this runtime. Cron is computed here (src/next-run.ts), not in Lua, so for a cron pattern
+// (and an occurrence promote did not hand off: cancelled, removed) the consumer's recurrence leg
+// calls advance(): getJobScheduler lists the
 // schedulers whose occurrence instant has come and whose occurrence no longer waits in schedule
 // (promoted, running, finished...); for each, the next instant is computed from the occurrence's
 // instant and updateJobScheduler makes it, compare-and-set on the occurrence it was computed from,

@@ -185,9 +185,9 @@ describe('wakes are never lost', () => {
     // running D's schedule call ahead of that complete, not by timing.
     const gate = deferred();
     const startedA = deferred();
-    const c = consume<{ a?: boolean }>(
+    const c = consume(
       async (job) => {
-        if (job.data.a) {
+        if ((job.data as { a?: boolean }).a) {
           startedA.resolve();
           await gate.promise;
         }

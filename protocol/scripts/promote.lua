@@ -6,7 +6,12 @@
 -- REPLY: the number of due members selected, ghosts included (the seeds' reply); with mode
 --   'next': {count, now_ms, next_due_ms or -1 when nothing is scheduled}
 -- ERRORS: none
--- EVENTS: waiting (id) per released job
+-- EVENTS: waiting (id) per released job; delayed (id, name, at) per next scheduler occurrence
+--   made. A released occurrence of an `every` (or `immediately`) job scheduler that the
+--   record still points at hands off here (lib/recurrence.lua scheduler_follow): the next
+--   occurrence is scheduled (or the scheduler ended) in this same call, before the released
+--   one runs, with a wake 'w s' when it is the new earliest. Cron schedulers are handed off by
+--   a runtime (getJobScheduler due, updateJobScheduler).
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -58,6 +63,115 @@ local function wake(K)
   redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/recurrence.lua
+-- Recurrence: the id of an occurrence is derived from what it is an occurrence of and its
+-- instant: 'JOB' + the instant as 10 Crockford base32 characters (like a minted id's time
+-- part, so occurrences sort by due time among minted ids) + ':' + tag ('r' repeat, 's'
+-- scheduler) + ':' + the name. Two writers racing on one occurrence make the same id, and
+-- the second finds the row already there.
+local B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+local function occurrence_id(tag, name, at)
+  local s, rest = '', at
+  for _ = 1, 10 do
+    local d = rest % 32
+    s = string.sub(B32, d + 1, d + 1) .. s
+    rest = (rest - d) / 32
+  end
+  return 'JOB' .. s .. ':' .. tag .. ':' .. name
+end
+
+-- Job schedulers. A record P scheduler:<id> keeps exactly one upcoming occurrence, its `job`,
+-- scored in P schedulers by the occurrence's instant. scheduler_make writes an occurrence from
+-- the record's template (t: data name prio group max backoff, each false when absent) unless
+-- its row exists, and points the record at it. A new earliest run-at wakes parked consumers.
+local function scheduler_make(p, K, schedulers, sid, t, count, at, now, emax)
+  local id = occurrence_id('s', sid, at)
+  local jk = p .. 'job:' .. id
+  local status = 'exists'
+  if redis.call('EXISTS', jk) == 0 then
+    status = 'created'
+    redis.call('HSET', jk, 'state', 'scheduled', 'attempts', '0', 'payload', t[1] or '', 'created', now,
+      'runat', at)
+    if t[2] then redis.call('HSET', jk, 'name', t[2]) end
+    if t[3] then redis.call('HSET', jk, 'prio', t[3]) end
+    if t[4] then redis.call('HSET', jk, 'group', t[4]) end
+    if t[5] then redis.call('HSET', jk, 'max', t[5]) end
+    if t[6] then redis.call('HSET', jk, 'backoff', t[6]) end
+    redis.call('ZADD', K.schedule, at, id)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', id, 'name', t[2] or '',
+      'at', at)
+    if redis.call('ZRANGE', K.schedule, 0, 0)[1] == id then
+      redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 's') -- 's': the schedule's head moved
+    end
+  end
+  redis.call('HSET', p .. 'scheduler:' .. sid, 'job', id, 'count', count + 1)
+  redis.call('ZADD', schedulers, at, sid)
+  return status, id
+end
+
+-- The run after the one at `ref` with `count` runs made, for repeat options `r` (the record's
+-- `repeat`, decoded) with `every`: the runtime's calculateNextMillis. nil once it is over.
+local function every_after(r, ref, count)
+  if r.limit and count >= r.limit then return nil end
+  local n
+  if r.startDate and r.startDate > ref then
+    n = r.startDate
+  elseif r.immediately and count == 0 then
+    n = ref
+  else
+    n = ref + r.every
+  end
+  if r.endDate and n > r.endDate then return nil end
+  return n
+end
+
+-- The next occurrence after the one at `prev`, judged at `now` (the runtime's nextOccurrence):
+-- the next slot; that slot even though it passed when the one after it has not (late by less
+-- than a period: it runs at once, nothing skipped); else, two or more slots missed (no
+-- consumer promoted for that long: an outage), the first slot of the grid after now.
+local function every_next(r, prev, count, now)
+  local n = every_after(r, prev, count)
+  if not n or n >= now then return n end
+  local after = every_after(r, n, count + 1)
+  if not after or after > now then return n end
+  return every_after(r, prev + math.floor((now - prev) / r.every) * r.every, count)
+end
+
+local function end_reason(r, count)
+  if r.limit and count >= r.limit then return 'limit' end
+  if r.endDate then return 'endDate' end
+  return 'done'
+end
+
+-- The hand-off in the script that releases an occurrence (promote): when `id` is a scheduler's
+-- current occurrence, make the next one now, before this one runs, so no slot waits for a
+-- runtime. Done here for `every` and `immediately` (arithmetic on the record's `repeat`); a
+-- cron pattern, or options this script cannot read, are left to a runtime's hand-off
+-- (getJobScheduler due, updateJobScheduler), which the record then still waits for.
+local function scheduler_follow(p, K, id, now, emax)
+  if string.sub(id, 14, 16) ~= ':s:' then return end
+  local sid = string.sub(id, 17)
+  local rec = redis.call('HMGET', p .. 'scheduler:' .. sid, 'repeat', 'job', 'count', 'ended', 'data', 'name',
+    'prio', 'group', 'max', 'backoff')
+  if not rec[1] or rec[2] ~= id or rec[4] then return end
+  local ok, r = pcall(cjson.decode, rec[1])
+  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return end
+  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return end
+  local schedulers = p .. 'schedulers'
+  local at = tonumber(redis.call('ZSCORE', schedulers, sid) or '')
+  local count = tonumber(rec[3] or '0')
+  if not at or not count then return end
+  local next_at
+  if r.every then next_at = every_next(r, at, count, now) end
+  if not next_at then
+    redis.call('HSET', p .. 'scheduler:' .. sid, 'ended', end_reason(r, count))
+    redis.call('ZADD', schedulers, 'inf', sid)
+    return
+  end
+  scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
+    emax)
+end
+-- <<< lib/recurrence.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -94,6 +208,7 @@ for _, id in ipairs(due) do
     redis.call('HSET', jk, 'state', 'pending')
     if release(p, K, id, row[2], row[3] or '0') then woke = true end
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id)
+    scheduler_follow(p, K, id, now, emax) -- a scheduler's occurrence: its next one exists before it runs
   end
 end
 if woke then wake(K) end

@@ -18,7 +18,9 @@
 -- Missed runs. A name is due when its score (its next instant) is <= now. When no pump ran
 -- for several periods, several of its slots are due at once:
 --   catch_up 'once' (the default): mint one occurrence, for the slot it was due at (its
---     score), then move the name to the first slot of its cadence after now. No burst.
+--     score), then move the name to its next slot; when that one and the one after it have
+--     passed too (two or more missed: no pump ran, an outage), to the first slot of its
+--     cadence after now. No burst, and a pump late by less than a period skips nothing.
 --   catch_up 'all': mint every due slot, oldest first, while the batch lasts; the name moves
 --     to the first slot not minted, so the next call goes on where this one stopped.
 -- Slots stay on the grid first_run + k * every_ms either way.
@@ -107,6 +109,98 @@ local function occurrence_id(tag, name, at)
   end
   return 'JOB' .. s .. ':' .. tag .. ':' .. name
 end
+
+-- Job schedulers. A record P scheduler:<id> keeps exactly one upcoming occurrence, its `job`,
+-- scored in P schedulers by the occurrence's instant. scheduler_make writes an occurrence from
+-- the record's template (t: data name prio group max backoff, each false when absent) unless
+-- its row exists, and points the record at it. A new earliest run-at wakes parked consumers.
+local function scheduler_make(p, K, schedulers, sid, t, count, at, now, emax)
+  local id = occurrence_id('s', sid, at)
+  local jk = p .. 'job:' .. id
+  local status = 'exists'
+  if redis.call('EXISTS', jk) == 0 then
+    status = 'created'
+    redis.call('HSET', jk, 'state', 'scheduled', 'attempts', '0', 'payload', t[1] or '', 'created', now,
+      'runat', at)
+    if t[2] then redis.call('HSET', jk, 'name', t[2]) end
+    if t[3] then redis.call('HSET', jk, 'prio', t[3]) end
+    if t[4] then redis.call('HSET', jk, 'group', t[4]) end
+    if t[5] then redis.call('HSET', jk, 'max', t[5]) end
+    if t[6] then redis.call('HSET', jk, 'backoff', t[6]) end
+    redis.call('ZADD', K.schedule, at, id)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', id, 'name', t[2] or '',
+      'at', at)
+    if redis.call('ZRANGE', K.schedule, 0, 0)[1] == id then
+      redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 's') -- 's': the schedule's head moved
+    end
+  end
+  redis.call('HSET', p .. 'scheduler:' .. sid, 'job', id, 'count', count + 1)
+  redis.call('ZADD', schedulers, at, sid)
+  return status, id
+end
+
+-- The run after the one at `ref` with `count` runs made, for repeat options `r` (the record's
+-- `repeat`, decoded) with `every`: the runtime's calculateNextMillis. nil once it is over.
+local function every_after(r, ref, count)
+  if r.limit and count >= r.limit then return nil end
+  local n
+  if r.startDate and r.startDate > ref then
+    n = r.startDate
+  elseif r.immediately and count == 0 then
+    n = ref
+  else
+    n = ref + r.every
+  end
+  if r.endDate and n > r.endDate then return nil end
+  return n
+end
+
+-- The next occurrence after the one at `prev`, judged at `now` (the runtime's nextOccurrence):
+-- the next slot; that slot even though it passed when the one after it has not (late by less
+-- than a period: it runs at once, nothing skipped); else, two or more slots missed (no
+-- consumer promoted for that long: an outage), the first slot of the grid after now.
+local function every_next(r, prev, count, now)
+  local n = every_after(r, prev, count)
+  if not n or n >= now then return n end
+  local after = every_after(r, n, count + 1)
+  if not after or after > now then return n end
+  return every_after(r, prev + math.floor((now - prev) / r.every) * r.every, count)
+end
+
+local function end_reason(r, count)
+  if r.limit and count >= r.limit then return 'limit' end
+  if r.endDate then return 'endDate' end
+  return 'done'
+end
+
+-- The hand-off in the script that releases an occurrence (promote): when `id` is a scheduler's
+-- current occurrence, make the next one now, before this one runs, so no slot waits for a
+-- runtime. Done here for `every` and `immediately` (arithmetic on the record's `repeat`); a
+-- cron pattern, or options this script cannot read, are left to a runtime's hand-off
+-- (getJobScheduler due, updateJobScheduler), which the record then still waits for.
+local function scheduler_follow(p, K, id, now, emax)
+  if string.sub(id, 14, 16) ~= ':s:' then return end
+  local sid = string.sub(id, 17)
+  local rec = redis.call('HMGET', p .. 'scheduler:' .. sid, 'repeat', 'job', 'count', 'ended', 'data', 'name',
+    'prio', 'group', 'max', 'backoff')
+  if not rec[1] or rec[2] ~= id or rec[4] then return end
+  local ok, r = pcall(cjson.decode, rec[1])
+  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return end
+  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return end
+  local schedulers = p .. 'schedulers'
+  local at = tonumber(redis.call('ZSCORE', schedulers, sid) or '')
+  local count = tonumber(rec[3] or '0')
+  if not at or not count then return end
+  local next_at
+  if r.every then next_at = every_next(r, at, count, now) end
+  if not next_at then
+    redis.call('HSET', p .. 'scheduler:' .. sid, 'ended', end_reason(r, count))
+    redis.call('ZADD', schedulers, 'inf', sid)
+    return
+  end
+  scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
+    emax)
+end
 -- <<< lib/recurrence.lua
 
 local p = ARGV[1]
@@ -151,7 +245,10 @@ for i = 1, #due, 2 do
       if mint(name, rec, at) then runs = runs + 1 end
       budget = budget - 1
       at = at + every
-      if at <= now then at = at + (math.floor((now - at) / every) + 1) * every end
+      -- The next slot stays even though it passed when the one after it has not (a pump late by
+      -- less than a period, from a busy consumer: minted by the next call, nothing skipped);
+      -- with two or more slots missed (no pump ran: an outage), the first slot after now.
+      if at < now and at + every <= now then at = at + (math.floor((now - at) / every) + 1) * every end
     end
     redis.call('ZADD', R, at, name)
     redis.call('HSET', rk, 'last', last)

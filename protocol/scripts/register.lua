@@ -12,7 +12,8 @@
 --   when the period or template differ: unregister first to change it)
 -- ERRORS: EMQINPUT every_ms not a whole number >= 1, first_run neither a whole number >= 0
 --   nor 'next', catch_up unknown
--- EVENTS: none (a registration is not a job transition; each occurrence emits added)
+-- EVENTS: none (a registration is not a job transition; each occurrence emits added). Wakes:
+--   'w r' on P wake (built from prefix) when registered, so parked consumers pump at once.
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -65,4 +66,6 @@ if catch_up == 'all' then redis.call('HSET', rk, 'catch_up', 'all') end
 if ARGV[7] and ARGV[7] ~= '' then redis.call('HSET', rk, 'max', ARGV[7]) end
 -- The name is the registry member, scored by its next occurrence's instant.
 redis.call('ZADD', KEYS[1], first, name)
+-- Parked consumers pump at once and learn the new slot ('w r'): its first run is on time.
+redis.call('XADD', p .. 'wake', 'MAXLEN', '~', '100', '*', 'w', 'r')
 return 1

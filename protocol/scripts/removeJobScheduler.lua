@@ -4,7 +4,8 @@
 -- REPLY: 1 removed, 0 no such scheduler
 -- ERRORS: none
 -- EVENTS: removed (id, prev) for the waiting occurrence; an occurrence already released (or
---   retrying) runs on as an ordinary job
+--   retrying) runs on as an ordinary job. Wakes: 'w s' on P wake (built from prefix) when
+--   the removed occurrence was the schedule's earliest, so parked consumers re-arm their timers.
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -30,7 +31,10 @@ if job then
   local jk = p .. 'job:' .. job
   local row = redis.call('HMGET', jk, 'state', 'attempts')
   if row[1] == 'scheduled' and (row[2] or '0') == '0' then
+    -- The schedule's head leaves: parked consumers re-read it ('w s') instead of waking for nothing.
+    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] == job
     redis.call('ZREM', KEYS[2], job)
+    if head then redis.call('XADD', p .. 'wake', 'MAXLEN', '~', '100', '*', 'w', 's') end
     redis.call('DEL', jk)
     local emax = redis.call('HGET', KEYS[4], 'events_max') or '10000'
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', emax, '*', 'event', 'removed', 'id', job, 'prev', 'scheduled')

@@ -3,7 +3,7 @@
 -- ARGV: prefix name
 -- REPLY: 1 removed, 0 no such name
 -- ERRORS: none
--- EVENTS: none (no job changes)
+-- EVENTS: none (no job changes). Wakes: 'w r' on P wake (built from prefix) when removed.
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -25,5 +25,8 @@ if #ARGV < 2 then return refuse('unregister', 'prefix name') end
 local rk = ARGV[1] .. 'repeat:' .. ARGV[2]
 local had = redis.call('DEL', rk)
 local member = redis.call('ZREM', KEYS[1], ARGV[2])
-if had + member > 0 then return 1 end
+if had + member > 0 then
+  redis.call('XADD', ARGV[1] .. 'wake', 'MAXLEN', '~', '100', '*', 'w', 'r') -- consumers re-read their timers
+  return 1
+end
 return 0
