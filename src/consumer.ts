@@ -348,7 +348,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.lastPromoteAt = at;
     this.promoting = true; // set before the first await: loop() reads it to pipeline a claim
     const { count, now, nextDue } = await this.queue.promoteNext(this.promoteBatch);
-    if (count >= this.promoteBatch) this.scheduleHeadAt = performance.now(); // more are due: go again
+    if (count >= this.promoteBatch)
+      this.scheduleHeadAt = performance.now(); // more are due: go again
     else this.learnHead(now, nextDue);
     if (count > 0) this.short = false;
   }

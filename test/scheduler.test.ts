@@ -328,7 +328,7 @@ describe('the hand-off', () => {
     expect((await q.schedulers.get('race'))!.iterationCount).toBe(2);
   });
 
-  it("a cron scheduler is handed off by the runtime: callers racing on one released occurrence advance it once", async () => {
+  it('a cron scheduler is handed off by the runtime: callers racing on one released occurrence advance it once', async () => {
     const other = await EchoMQ.connect({ url: env.server.url });
     others.push(other);
     const q2 = other.queue(name);
