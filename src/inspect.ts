@@ -154,9 +154,14 @@ export class Inspector {
     return (await this.client.sismember(QUEUES_KEY, queue)) === 1;
   }
 
+  /** The names in the registry of queues, sorted. */
+  async names(): Promise<string[]> {
+    return (await this.client.smembers(QUEUES_KEY)).sort();
+  }
+
   /** Every registered queue with its counts, by name. */
   async queues(): Promise<QueueSummary[]> {
-    const names = (await this.client.smembers(QUEUES_KEY)).sort();
+    const names = await this.names();
     const out = await Promise.all(
       names.map(async (name): Promise<QueueSummary | null> => {
         let q: Queue;

@@ -1,4 +1,4 @@
-// The `echomq` command run as a child process from source (node --import tsx src/cli.ts), with
+// The `echomq` command run as a child process from source (node --import tsx src/cli/index.ts), with
 // REDIS_URL pointing at this file's redis-server: what each command prints (tables and --json),
 // the state it leaves, and its exit code (0 ok, 1 usage or bad input, 2 not found, 3 no server).
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -48,7 +48,7 @@ function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 function start(args: string[], extra: Record<string, string> = {}): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  return spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], {
     cwd: ROOT,
     env: childEnv(extra),
     stdio: ['ignore', 'pipe', 'pipe'],

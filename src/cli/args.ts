@@ -1,0 +1,41 @@
+// Parsers of option values: each turns the text into the value the command uses, or throws
+// commander's InvalidArgumentError, which commander reports with the option's name (exit 1).
+import { InvalidArgumentError } from 'commander';
+import { parseDuration } from '../duration.js';
+
+/** A whole number from `min` to `max`. */
+export function wholeArg(min: number, max = Number.MAX_SAFE_INTEGER) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`expected a whole number from ${min} to ${max}`);
+    }
+    return n;
+  };
+}
+
+/** A duration: 500ms, 5s, 10m, 1h, 7d (see parseDuration); in ms. */
+export function durationArg(value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message.replace(/^EMQINPUT: /, ''));
+  }
+}
+
+/** An instant: epoch ms, or an ISO 8601 date. */
+export function instantArg(value: string): number {
+  const n = /^\d+$/.test(value) ? Number(value) : Date.parse(value);
+  if (!Number.isSafeInteger(n) || n < 0) {
+    throw new InvalidArgumentError('expected epoch ms or an ISO date, e.g. 2030-01-01T09:00:00Z');
+  }
+  return n;
+}
+
+/** Where a stream read starts: '$', 0, or a stream id. */
+export function fromArg(value: string): string {
+  if (!/^(\$|\d+(-\d+)?)$/.test(value)) {
+    throw new InvalidArgumentError("expected '$' (new events only), 0 (replay the stream) or a stream id");
+  }
+  return value;
+}
