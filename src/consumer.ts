@@ -105,7 +105,7 @@ class Running<D> implements Job<D>, JobContext {
   released = false;
   /** Its lease expired and this same consumer claimed the job again: the old handler still runs. */
   orphaned = false;
-  /** The handler returned and its acknowledgement is queued or in flight: that reply decides. */
+  /** The handler ended and its outcome (complete or fail) is queued or in flight: that reply decides. */
   acking = false;
   readonly startedAt = performance.now();
 
@@ -654,6 +654,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   private async failed(job: Running<D>, error: Error): Promise<void> {
     if (job.released) return this.finish(job);
+    // From here the fail's reply decides: an extension that finds the lease gone because this
+    // very fail was stored must not report the job lost.
+    job.acking = true;
     const unrecoverable = error instanceof UnrecoverableError || job.aborted === 'cancelled';
     // -1 tells the script "never retry" (reason unrecoverable); on the last attempt the
     // script dead-letters by the count itself (reason error), so any delay will do.
