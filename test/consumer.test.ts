@@ -367,6 +367,8 @@ describe('recovery and fencing', () => {
   // deterministic here: the fail is held until the next extension is sent, then both go out in
   // that order on the one connection (so Redis runs them in that order).
   it('a lease extension racing a stored fail reports failed, never lost', async () => {
+    // Both scripts cached: a NOSCRIPT fallback would resend the fail after the extension.
+    for (const name of ['fail', 'extend_lock'] as const) await raw.script('LOAD', script(name).body);
     const { id } = await q.enqueue({ fails: true });
     const run = q.run.bind(q);
     let heldFail: (() => void) | undefined;
@@ -381,7 +383,10 @@ describe('recovery and fencing', () => {
         heldFail();
         heldFail = undefined;
         const reply = run(name, argv, jobId);
-        reply.then((statuses) => extensions.push(statuses), () => {});
+        reply.then(
+          (statuses) => extensions.push(statuses),
+          () => {},
+        );
         return reply;
       }
       return run(name, argv, jobId);
