@@ -1,0 +1,867 @@
+package echomq
+
+// The consumer: runs a handler over a queue's jobs under leases, with the beat of SPEC.md
+// section 25.3, in order: recover (reap, heartbeat), promote (mode next, for the due timer),
+// claim the free slots, park on the wake stream. Finished jobs are acknowledged in batches by
+// one goroutine (everything that finished while the last complete was on the wire goes in the
+// next), and each complete also claims the next jobs. One extend_lock call per extension
+// period covers every held job. close stops claiming, waits for the handlers, and hands the
+// rest back.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// Handler runs one job. A nil result stores no result; json.RawMessage is stored as is; any
+// other value is JSON-encoded. An error fails the attempt (Unrecoverable: dead-letters it).
+type Handler func(ctx context.Context, job *Job) (interface{}, error)
+
+// UnrecoverableError dead-letters a job at once, whatever attempts it has left.
+type UnrecoverableError struct{ Err error }
+
+func (e *UnrecoverableError) Error() string { return e.Err.Error() }
+func (e *UnrecoverableError) Unwrap() error { return e.Err }
+
+// Unrecoverable wraps err so that failing with it dead-letters the job.
+func Unrecoverable(err error) error { return &UnrecoverableError{Err: err} }
+
+// ConsumerOptions: zero values take SPEC.md section 25.1's defaults.
+type ConsumerOptions struct {
+	Concurrency   int      // handlers at once; default 10
+	LeaseMs       int64    // default 30000
+	ExtendMs      int64    // default LeaseMs / 3
+	BeatMs        int64    // default 1000
+	PromoteBatch  int      // promote and reap batch; default 100
+	Backoff       *Backoff // for jobs without their own; default DefaultBackoff
+	MaxErrorBytes int      // default 2048
+	MaxStackBytes int      // default 8192
+	// OnEvent is told of every job's end in this consumer, one call at a time.
+	OnEvent func(ConsumerEvent)
+}
+
+// ConsumerEvent is a job's end as this consumer saw it: Kind "completed", "failed" (Outcome
+// "retry", "dead" or "cancelled") or "lost" (its result was not stored).
+type ConsumerEvent struct {
+	Kind    string
+	Job     *Job
+	Result  string // completed: the encoded result ('' for none)
+	Err     error  // failed: the handler's error
+	Outcome string
+}
+
+// Job is a claimed job as a handler sees it.
+type Job struct {
+	ID          string
+	Name        string
+	Data        json.RawMessage // the payload; text that is not JSON comes as a JSON string
+	Attempts    int             // this attempt's number, from 1
+	MaxAttempts int
+	Backoff     *Backoff // nil: the consumer's policy
+	token       string
+
+	c      *Consumer
+	ctx    context.Context
+	cancel context.CancelFunc
+	// guarded by c.mu
+	aborted  string // "", "cancelled", "lost" or "closing"
+	released bool   // the job left this consumer (handed back or lost): its outcome is not sent
+	acking   bool   // its outcome (complete or fail) is queued or on the wire: that reply decides
+	orphaned bool   // claimed again by this consumer while this handler still ran
+}
+
+// Aborted says why the job's context was cancelled: "cancelled", "lost", "closing" or "".
+func (j *Job) Aborted() string {
+	j.c.mu.Lock()
+	defer j.c.mu.Unlock()
+	return j.aborted
+}
+
+// Token is the job's lease token (the fencing token of this claim).
+func (j *Job) Token() string { return j.token }
+
+// Progress stores a progress value (JSON-encoded) on the row, fenced by the lease.
+func (j *Job) Progress(value interface{}) error {
+	text, err := EncodeJSON(value, "progress", j.c.q.client.opts.MaxPayloadBytes)
+	if err != nil {
+		return err
+	}
+	_, err = j.c.q.Run("progress", j.ID, j.ID, j.token, text)
+	return err
+}
+
+type ack struct {
+	job    *Job
+	result string
+}
+
+// Consumer runs a handler over a queue.
+type Consumer struct {
+	ID   string
+	q    *Queue
+	h    Handler
+	opts ConsumerOptions
+
+	mu            sync.Mutex
+	held          map[string]*Job
+	acks          []ack
+	reserved      int // slots promised to claims in flight
+	orphans       int
+	closing       bool
+	short         bool // the last claim came back short: park until a wake, a timer or the beat
+	wakeID        string
+	scheduleMoved bool
+	nextDueAt     time.Time
+	limitedUntil  time.Time
+	lastPromote   time.Time
+	lastRecover   time.Time
+	blockingID    int64
+	deadline      time.Time // once closing: when close stops waiting for handlers
+
+	eventMu   sync.Mutex
+	kick      chan struct{} // wakes a sleeping loop (a slot freed, close)
+	ackSignal chan struct{}
+	loopDone  chan struct{}
+	ackDone   chan struct{}
+	extDone   chan struct{}
+	stop      chan struct{} // closed at the end of close: the acker and the extender end
+	handlers  sync.WaitGroup
+	blocking  redis.Conn
+}
+
+// Consume starts a consumer on the queue.
+func (q *Queue) Consume(h Handler, opts ConsumerOptions) (*Consumer, error) {
+	if opts.Concurrency == 0 {
+		opts.Concurrency = 10
+	}
+	if opts.LeaseMs == 0 {
+		opts.LeaseMs = 30000
+	}
+	if opts.ExtendMs == 0 {
+		opts.ExtendMs = opts.LeaseMs / 3
+		if opts.ExtendMs < 1 {
+			opts.ExtendMs = 1
+		}
+	}
+	if opts.BeatMs == 0 {
+		opts.BeatMs = 1000
+	}
+	if opts.PromoteBatch == 0 {
+		opts.PromoteBatch = 100
+	}
+	if opts.Backoff == nil {
+		b := DefaultBackoff
+		opts.Backoff = &b
+	}
+	if opts.MaxErrorBytes == 0 {
+		opts.MaxErrorBytes = 2048
+	}
+	if opts.MaxStackBytes == 0 {
+		opts.MaxStackBytes = 8192
+	}
+	if opts.Concurrency < 1 || opts.LeaseMs < 1 || opts.ExtendMs < 1 || opts.BeatMs < 1 || opts.PromoteBatch < 1 {
+		return nil, newError("EMQINPUT", "concurrency, leaseMs, extendMs, beatMs and promoteBatch must be whole numbers >= 1")
+	}
+	if err := opts.Backoff.Validate(); err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	c := &Consumer{
+		ID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(rnd[:])),
+		q:  q, h: h, opts: opts,
+		held: map[string]*Job{}, wakeID: "0-0", scheduleMoved: true,
+		kick: make(chan struct{}, 1), ackSignal: make(chan struct{}, 1),
+		loopDone: make(chan struct{}), ackDone: make(chan struct{}), extDone: make(chan struct{}),
+		stop: make(chan struct{}),
+	}
+	go c.loop()
+	go c.acker()
+	go c.extender()
+	return c, nil
+}
+
+func (c *Consumer) emit(e ConsumerEvent) {
+	if c.opts.OnEvent == nil {
+		return
+	}
+	c.eventMu.Lock()
+	defer c.eventMu.Unlock()
+	c.opts.OnEvent(e)
+}
+
+func (c *Consumer) freeLocked() int {
+	return c.opts.Concurrency - len(c.held) - c.orphans - c.reserved
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// ── the beat ────────────────────────────────────────────────────────────────
+
+func (c *Consumer) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
+func (c *Consumer) loop() {
+	defer close(c.loopDone)
+	streak := 0
+	for !c.isClosing() {
+		err := c.beat()
+		if err != nil {
+			if c.isClosing() {
+				break
+			}
+			streak++
+			wait := 50 * time.Millisecond << uint(min(streak, 7))
+			if wait > 5*time.Second {
+				wait = 5 * time.Second
+			}
+			c.sleep(wait)
+			continue
+		}
+		streak = 0
+		c.park()
+	}
+}
+
+func (c *Consumer) beat() error {
+	if err := c.recover(); err != nil {
+		return err
+	}
+	promoted, err := c.promote()
+	if err != nil {
+		return err
+	}
+	return c.drain(promoted)
+}
+
+// recover runs reap and the heartbeat once a beat.
+func (c *Consumer) recover() error {
+	now := time.Now()
+	c.mu.Lock()
+	due := now.Sub(c.lastRecover) >= time.Duration(c.opts.BeatMs)*time.Millisecond
+	running := len(c.held)
+	c.mu.Unlock()
+	if !due {
+		return nil
+	}
+	if _, err := c.q.Run("reap", "", c.q.Prefix, c.opts.PromoteBatch); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	info, _ := json.Marshal(map[string]interface{}{
+		"host": host, "pid": os.Getpid(), "concurrency": c.opts.Concurrency, "running": running, "runtime": "go",
+	})
+	if _, err := c.q.Run("heartbeat", "", c.q.Prefix, c.ID, string(info)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.lastRecover = now
+	c.mu.Unlock()
+	return nil
+}
+
+// promote runs when something may be due: the due timer came, a `w s` wake, or a beat passed.
+func (c *Consumer) promote() (bool, error) {
+	now := time.Now()
+	c.mu.Lock()
+	beat := time.Duration(c.opts.BeatMs) * time.Millisecond
+	if !c.scheduleMoved && now.Before(c.nextDueAt) && now.Sub(c.lastPromote) < beat {
+		c.mu.Unlock()
+		return false, nil
+	}
+	c.scheduleMoved = false
+	c.lastPromote = now
+	c.mu.Unlock()
+	reply, err := redis.Int64s(c.q.Run("promote", "", c.q.Prefix, c.opts.PromoteBatch, "next"))
+	if err != nil {
+		return false, err
+	}
+	count, serverNow, nextDue := reply[0], reply[1], reply[2]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case count >= int64(c.opts.PromoteBatch):
+		c.nextDueAt = time.Now() // more are due: go again
+	case nextDue < 0:
+		c.nextDueAt = time.Now().Add(24 * time.Hour)
+	default:
+		// A difference of two server instants: the local clock's skew cancels out.
+		c.nextDueAt = time.Now().Add(time.Duration(nextDue-serverNow) * time.Millisecond)
+	}
+	if count > 0 {
+		c.short = false
+	}
+	return true, nil
+}
+
+// drain claims up to the free slots; after a short claim only when promote ran or a rate
+// limit's window reopened (a wake clears `short` itself).
+func (c *Consumer) drain(afterPromote bool) error {
+	c.mu.Lock()
+	held := c.limitedUntil.IsZero() || time.Now().Before(c.limitedUntil) // no rate window reopened
+	if c.closing || (!afterPromote && c.short && held) {
+		c.mu.Unlock()
+		return nil
+	}
+	n := c.freeLocked()
+	if n <= 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	c.reserved += n
+	c.mu.Unlock()
+	reply, err := redis.Values(c.q.Run("claim", "", c.q.Prefix, n, c.opts.LeaseMs))
+	c.mu.Lock()
+	c.reserved -= n
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.started(reply)
+	return nil
+}
+
+// park waits for whichever comes first: a wake, the due timer, the beat, a freed slot, close.
+func (c *Consumer) park() {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	beat := time.Duration(c.opts.BeatMs) * time.Millisecond
+	wait := beat - now.Sub(c.lastRecover)
+	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil} {
+		if !at.IsZero() && at.Sub(now) < wait {
+			wait = at.Sub(now)
+		}
+	}
+	block := c.short && c.freeLocked() > 0
+	wakeID := c.wakeID
+	c.mu.Unlock()
+	if wait <= 0 {
+		return
+	}
+	if block {
+		c.blockOnWake(wait, wakeID)
+	} else {
+		c.sleep(wait)
+	}
+}
+
+func (c *Consumer) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.kick:
+	}
+}
+
+// blockOnWake reads the wake stream after wakeID (SPEC.md section 9) on a connection of its
+// own: any entry written after the short claim ends it at once.
+func (c *Consumer) blockOnWake(wait time.Duration, wakeID string) {
+	ms := wait.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	conn, err := c.blockingConn()
+	if err != nil {
+		c.sleep(100 * time.Millisecond)
+		return
+	}
+	reply, err := redis.DoWithTimeout(conn, time.Duration(ms)*time.Millisecond+3*time.Second,
+		"XREAD", "BLOCK", ms, "STREAMS", c.q.Key("wake"), wakeID)
+	if err != nil {
+		c.dropBlocking()
+		if !c.isClosing() {
+			c.sleep(100 * time.Millisecond) // the connection is coming back; don't spin
+		}
+		return
+	}
+	if reply == nil {
+		return
+	}
+	for _, stream := range reply.([]interface{}) {
+		entries := stream.([]interface{})[1].([]interface{})
+		c.mu.Lock()
+		for _, e := range entries {
+			pair := e.([]interface{})
+			c.wakeID, _ = redis.String(pair[0], nil)
+			fields, _ := redis.Strings(pair[1], nil)
+			if len(fields) >= 2 && fields[1] == "s" {
+				c.scheduleMoved = true
+			}
+		}
+		if len(entries) > 0 {
+			c.short = false
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *Consumer) blockingConn() (redis.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blocking != nil {
+		return c.blocking, nil
+	}
+	conn, err := c.q.client.dial()
+	if err != nil {
+		return nil, err
+	}
+	// Its client id lets close() end a blocking read at once (CLIENT UNBLOCK).
+	if id, err := redis.Int64(conn.Do("CLIENT", "ID")); err == nil {
+		c.blockingID = id
+	}
+	c.blocking = conn
+	return conn, nil
+}
+
+func (c *Consumer) dropBlocking() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blocking != nil {
+		c.blocking.Close()
+		c.blocking = nil
+		c.blockingID = 0
+	}
+}
+
+// ── running jobs ────────────────────────────────────────────────────────────
+
+// started takes a claim's reply, `[jobs, wake_id, wait_ms, now_ms, next_due_ms]` (SPEC.md
+// 19.5), and starts the handlers of its jobs (7 entries per job).
+func (c *Consumer) started(reply []interface{}) {
+	flat, _ := redis.Values(reply[0], nil)
+	wakeID, _ := redis.String(reply[1], nil)
+	waitMs, _ := redis.Int64(reply[2], nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.short = wakeID != ""
+	if c.short {
+		c.wakeID = wakeID
+	}
+	if len(reply) >= 5 {
+		// The schedule's head, read with the wake id: the due timer is armed from it, so a
+		// job that became due while every slot was busy is not missed.
+		serverNow, _ := redis.Int64(reply[3], nil)
+		nextDue, _ := redis.Int64(reply[4], nil)
+		if nextDue >= 0 {
+			at := time.Now().Add(time.Duration(nextDue-serverNow) * time.Millisecond)
+			if c.nextDueAt.IsZero() || at.Before(c.nextDueAt) {
+				c.nextDueAt = at
+			}
+		}
+	}
+	c.limitedUntil = time.Time{}
+	if waitMs >= 0 {
+		c.limitedUntil = time.Now().Add(time.Duration(waitMs) * time.Millisecond)
+	}
+	for i := 0; i+6 < len(flat); i += 7 {
+		id, _ := redis.String(flat[i], nil)
+		token, _ := redis.Int64(flat[i+1], nil)
+		attempts, _ := redis.Int64(flat[i+2], nil)
+		maxText, _ := redis.String(flat[i+3], nil)
+		payload, _ := redis.String(flat[i+4], nil)
+		name, _ := redis.String(flat[i+5], nil)
+		backoffText, _ := redis.String(flat[i+6], nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		job := &Job{
+			ID: id, Name: name, Data: json.RawMessage(payload), Attempts: int(attempts),
+			MaxAttempts: int(number(maxText)), token: strconv.FormatInt(token, 10),
+			c: c, ctx: ctx, cancel: cancel,
+		}
+		// Bad data never stops the consumer: a payload or backoff it cannot use fails that job
+		// (dead-lettered, EMQDATA) without a handler run; the others start (SPEC.md 5.1).
+		var bad error
+		if !json.Valid([]byte(payload)) {
+			bad = Unrecoverable(newError("EMQDATA", "job %s has a payload that is not JSON (%q); it was dead-lettered: enqueue its data as JSON", id, clipText(payload, 64)))
+		} else if backoffText != "" {
+			var err error
+			if job.Backoff, err = ParseBackoff(backoffText); err != nil {
+				bad = Unrecoverable(newError("EMQDATA", "job %s has a backoff field this consumer cannot use (%s); it was dead-lettered: fix the field and retry the job", id, err.Error()))
+			}
+		}
+		if old := c.held[id]; old != nil {
+			// Our own lease expired (an outage) and we claimed the job again.
+			c.loseLocked(old, true)
+		}
+		c.held[id] = job
+		c.handlers.Add(1)
+		if bad != nil {
+			go func() {
+				defer c.handlers.Done()
+				c.failed(job, bad)
+			}()
+			continue
+		}
+		go c.execute(job)
+	}
+}
+
+func (c *Consumer) execute(job *Job) {
+	defer c.handlers.Done()
+	result, err := c.runHandler(job)
+	c.mu.Lock()
+	if job.orphaned {
+		job.orphaned = false
+		c.orphans--
+	}
+	released := job.released
+	c.mu.Unlock()
+	if released {
+		c.finish(job)
+		return
+	}
+	if err != nil {
+		c.failed(job, err)
+		return
+	}
+	encoded := ""
+	if result != nil {
+		if encoded, err = EncodeJSON(result, "job result", c.q.client.opts.MaxPayloadBytes); err != nil {
+			c.failed(job, err)
+			return
+		}
+	}
+	c.mu.Lock()
+	job.acking = true
+	c.acks = append(c.acks, ack{job: job, result: encoded})
+	c.mu.Unlock()
+	signal(c.ackSignal)
+}
+
+func (c *Consumer) runHandler(job *Job) (result interface{}, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return c.h(job.ctx, job)
+}
+
+// acker acknowledges finished handlers: everything that finished while the last complete was
+// on the wire goes in the next one, which also claims as many jobs as it frees slots.
+func (c *Consumer) acker() {
+	defer close(c.ackDone)
+	for {
+		select {
+		case <-c.ackSignal:
+			c.flushAcks()
+		case <-c.stop:
+			c.flushAcks()
+			return
+		}
+	}
+}
+
+func (c *Consumer) flushAcks() {
+	for {
+		c.mu.Lock()
+		acks := c.acks
+		c.acks = nil
+		if len(acks) == 0 {
+			c.mu.Unlock()
+			return
+		}
+		n := 0
+		if !c.closing {
+			n = len(acks) + max(0, c.freeLocked())
+		}
+		c.reserved += n
+		c.mu.Unlock()
+		argv := []interface{}{c.q.Prefix, c.opts.LeaseMs, n}
+		for _, a := range acks {
+			argv = append(argv, a.job.ID, a.job.token, a.result)
+		}
+		reply, err := redis.Values(c.q.Run("complete", "", argv...))
+		c.mu.Lock()
+		c.reserved -= n
+		if err != nil {
+			// Not acknowledged: keep the jobs held (their leases keep being extended), retry.
+			c.acks = append(acks, c.acks...)
+			c.mu.Unlock()
+			select {
+			case <-c.stop:
+				return // closed: their leases expire and reap returns them
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		c.mu.Unlock()
+		statuses, _ := redis.Strings(reply[0], nil)
+		for i, a := range acks {
+			c.finish(a.job)
+			if i < len(statuses) && statuses[i] == "OK" {
+				c.emit(ConsumerEvent{Kind: "completed", Job: a.job, Result: a.result})
+			} else {
+				c.lose(a.job, false)
+			}
+		}
+		if n > 0 {
+			c.started(reply[1:])
+		}
+		signal(c.kick)
+	}
+}
+
+// failed stores a failed attempt: retried with the job's backoff, dead-lettered, or cancelled.
+func (c *Consumer) failed(job *Job, handlerErr error) {
+	c.mu.Lock()
+	if job.released {
+		c.mu.Unlock()
+		c.finish(job)
+		return
+	}
+	// From here the fail's reply decides: an extension that finds the lease gone because this
+	// very fail was stored must not report the job lost.
+	job.acking = true
+	cancelled := job.aborted == "cancelled"
+	c.mu.Unlock()
+	var unrecoverable *UnrecoverableError
+	var delay int64
+	switch {
+	case errors.As(handlerErr, &unrecoverable) || cancelled:
+		delay = -1
+	case job.Attempts >= job.MaxAttempts:
+		delay = 0 // the script dead-letters by the count
+	default:
+		policy := job.Backoff
+		if policy == nil {
+			policy = c.opts.Backoff
+		}
+		delay, _ = policy.DelayMs(job.Attempts, nil) // validated when claimed
+	}
+	message := handlerErr.Error()
+	if message == "" {
+		message = fmt.Sprintf("%T", handlerErr)
+	}
+	message = clipBytes(message, c.opts.MaxErrorBytes)
+	stack := ""
+	for {
+		outcome, err := redis.String(c.q.Run("fail", job.ID, c.q.Prefix, job.ID, job.token, message, stack, delay))
+		if err == nil {
+			c.finish(job)
+			c.emit(ConsumerEvent{Kind: "failed", Job: job, Err: handlerErr, Outcome: outcome})
+			break
+		}
+		if code := Code(err); code == "EMQLEASE" || code == "EMQNOJOB" {
+			c.finish(job)
+			c.lose(job, false)
+			break
+		}
+		if c.isClosing() && c.pastDeadline() {
+			c.finish(job)
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // keep the lease alive and try again
+	}
+	signal(c.kick) // a slot is free: claim for it
+}
+
+func (c *Consumer) finish(job *Job) {
+	c.mu.Lock()
+	if c.held[job.ID] == job {
+		delete(c.held, job.ID)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Consumer) lose(job *Job, orphan bool) {
+	c.mu.Lock()
+	lost := c.loseLocked(job, orphan)
+	c.mu.Unlock()
+	if lost {
+		c.emit(ConsumerEvent{Kind: "lost", Job: job})
+	}
+}
+
+// loseLocked: the lease is gone (recovered elsewhere): abort the handler, never send its
+// outcome. orphan: this consumer claimed the job again while the old handler runs.
+func (c *Consumer) loseLocked(job *Job, orphan bool) bool {
+	if job.released {
+		return false
+	}
+	job.released = true
+	if orphan {
+		job.orphaned = true
+		c.orphans++
+	}
+	c.abortLocked(job, "lost")
+	return true
+}
+
+func (c *Consumer) abortLocked(job *Job, why string) {
+	if job.aborted == "" {
+		job.aborted = why
+		job.cancel()
+	}
+}
+
+// ── leases ──────────────────────────────────────────────────────────────────
+
+func (c *Consumer) extender() {
+	defer close(c.extDone)
+	t := time.NewTicker(time.Duration(c.opts.ExtendMs) * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		var jobs []*Job
+		for _, j := range c.held {
+			if !j.released {
+				jobs = append(jobs, j)
+			}
+		}
+		c.mu.Unlock()
+		if len(jobs) == 0 {
+			continue
+		}
+		argv := []interface{}{c.q.Prefix, c.opts.LeaseMs}
+		for _, j := range jobs {
+			argv = append(argv, j.ID, j.token)
+		}
+		statuses, err := redis.Strings(c.q.Run("extend_lock", "", argv...))
+		if err != nil {
+			continue
+		}
+		for i, j := range jobs {
+			c.onLease(j, statuses[i])
+		}
+	}
+}
+
+func (c *Consumer) onLease(job *Job, status string) {
+	switch status {
+	case "cancel":
+		c.mu.Lock()
+		c.abortLocked(job, "cancelled")
+		c.mu.Unlock()
+	case "lost":
+		c.mu.Lock()
+		acking := job.acking
+		c.mu.Unlock()
+		if !acking { // an outcome on the wire: its own reply tells
+			c.lose(job, false)
+		}
+	}
+}
+
+// ── closing ─────────────────────────────────────────────────────────────────
+
+// Running is the number of jobs this consumer holds.
+func (c *Consumer) Running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
+func (c *Consumer) pastDeadline() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing && time.Now().After(c.deadline)
+}
+
+// Close stops claiming, waits up to timeout for running handlers, then hands every unfinished
+// job back (claimable at once, no attempt spent) and cancels its context.
+func (c *Consumer) Close(timeout time.Duration) error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.ackDone
+		return nil
+	}
+	c.closing = true
+	c.deadline = time.Now().Add(timeout)
+	blockingID := c.blockingID
+	c.mu.Unlock()
+	signal(c.kick)
+	if blockingID != 0 { // end a parked read at once
+		conn := c.q.client.Conn()
+		conn.Do("CLIENT", "UNBLOCK", blockingID)
+		conn.Close()
+	}
+	<-c.loopDone
+	c.dropBlocking()
+	for !c.pastDeadline() {
+		c.mu.Lock()
+		busy := len(c.held) > 0 || len(c.acks) > 0 || c.reserved > 0
+		c.mu.Unlock()
+		if !busy {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.mu.Lock()
+	var unfinished []*Job
+	for _, j := range c.held {
+		if !j.released && !j.acking {
+			j.released = true
+			unfinished = append(unfinished, j)
+		}
+	}
+	c.mu.Unlock()
+	var err error
+	if len(unfinished) > 0 {
+		argv := []interface{}{c.q.Prefix}
+		for _, j := range unfinished {
+			argv = append(argv, j.ID, j.token)
+		}
+		_, err = c.q.Run("handback", "", argv...) // on error their leases expire and reap returns them
+		c.mu.Lock()
+		for _, j := range unfinished {
+			c.abortLocked(j, "closing")
+			if c.held[j.ID] == j {
+				delete(c.held, j.ID)
+			}
+		}
+		c.mu.Unlock()
+	}
+	close(c.stop)
+	<-c.ackDone
+	<-c.extDone
+	return err
+}
+
+func clipBytes(text string, maxBytes int) string {
+	if len(text) <= maxBytes {
+		return text
+	}
+	cut := maxBytes
+	for cut > 0 && text[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
+		cut--
+	}
+	return text[:cut] + "…"
+}
+
+func max(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}

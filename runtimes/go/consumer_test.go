@@ -1,0 +1,273 @@
+package echomq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func testQueue(t *testing.T) *Queue {
+	t.Helper()
+	client, err := Connect(testServer(t), Options{ProtocolDir: protocolDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	q, err := client.Queue("go-" + t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// waitFor polls `done` every 5 ms until it holds or `within` passes.
+func waitFor(t *testing.T, within time.Duration, what string, done func() bool) {
+	t.Helper()
+	for end := time.Now().Add(within); !done(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+	}
+}
+
+func TestTheConsumerRunsFlatGroupedDelayedAndFailingJobsEachToOneEnd(t *testing.T) {
+	q := testQueue(t)
+	var items []Item
+	for i := 0; i < 60; i++ {
+		opts := &JobOptions{Name: "work", Backoff: Fixed(10)}
+		if i%3 == 0 {
+			opts.Group = fmt.Sprintf("g%d", i%2)
+		}
+		items = append(items, Item{Data: map[string]int{"n": i, "failFirst": i % 5}, Opts: opts})
+	}
+	admitted, err := q.EnqueueMany(items)
+	if err != nil || len(admitted) != 60 {
+		t.Fatal(admitted, err)
+	}
+	delayed, err := q.EnqueueIn(map[string]int{"n": 100, "failFirst": 1}, 300*time.Millisecond, &JobOptions{Name: "later"})
+	if err != nil || delayed.Status != "scheduled" {
+		t.Fatal(delayed, err)
+	}
+	var mu sync.Mutex
+	completed := map[string]int{}
+	failed := map[string]int{}
+	var lost []string
+	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+		var data struct{ N, FailFirst int }
+		if err := json.Unmarshal(job.Data, &data); err != nil {
+			return nil, err
+		}
+		if data.FailFirst == 1 && job.Attempts == 1 {
+			return nil, errors.New("the first attempt fails")
+		}
+		return map[string]int{"double": data.N * 2}, nil
+	}, ConsumerOptions{Concurrency: 4, BeatMs: 100, OnEvent: func(e ConsumerEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Kind {
+		case "completed":
+			completed[e.Job.ID]++
+		case "failed":
+			failed[e.Job.ID]++
+		case "lost":
+			lost = append(lost, e.Job.ID)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "61 completions", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(completed) == 61
+	})
+	if err := c.Close(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range completed {
+		if n != 1 {
+			t.Errorf("%s completed %d times", id, n)
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("lost: %v", lost)
+	}
+	if len(failed) != 13 { // n % 5 == 1 for n < 60 (12 jobs), and the delayed one
+		t.Errorf("%d jobs failed once, want 13", len(failed))
+	}
+	view, err := q.Get(delayed.ID)
+	if err != nil || view == nil {
+		t.Fatal(view, err)
+	}
+	if view.State != "completed" || view.Attempts != 2 || view.MaxAttempts != 3 || view.Error == nil {
+		t.Fatalf("the delayed job's row: %+v", view)
+	}
+	if *view.StartedAt < *view.RunAt {
+		t.Fatalf("started at %d, before its run-at %d", *view.StartedAt, *view.RunAt)
+	}
+	if string(*view.Result) != `{"double":200}` {
+		t.Fatalf("result %s", *view.Result)
+	}
+}
+
+func TestCloseHandsUnfinishedJobsBackWithoutSpendingAnAttempt(t *testing.T) {
+	q := testQueue(t)
+	job, err := q.Enqueue("slow", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	reasons := make(chan string, 1)
+	c, err := q.Consume(func(ctx context.Context, j *Job) (interface{}, error) {
+		close(started)
+		<-ctx.Done()
+		reasons <- j.Aborted()
+		return nil, ctx.Err()
+	}, ConsumerOptions{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler never started")
+	}
+	if err := c.Close(50 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	view, _ := q.Get(job.ID)
+	if view.State != "pending" || view.Attempts != 0 {
+		t.Fatalf("after close: %+v", view)
+	}
+	select {
+	case reason := <-reasons:
+		if reason != "closing" {
+			t.Fatalf("aborted for %q", reason)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the handler's context was not cancelled")
+	}
+}
+
+func TestALeaseExtensionRacingAStoredFailIsNotReportedLost(t *testing.T) {
+	q := testQueue(t)
+	if _, err := q.Enqueue("x", &JobOptions{Backoff: Fixed(60_000)}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var kinds []string
+	failing := make(chan *Job, 1)
+	c, err := q.Consume(func(ctx context.Context, j *Job) (interface{}, error) {
+		failing <- j
+		return nil, errors.New("boom")
+	}, ConsumerOptions{Concurrency: 1, ExtendMs: 60_000, OnEvent: func(e ConsumerEvent) {
+		mu.Lock()
+		kinds = append(kinds, e.Kind)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(time.Second)
+	j := <-failing
+	waitFor(t, 5*time.Second, "the failed event", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(kinds) > 0
+	})
+	c.onLease(j, "lost") // the extension's reply, arriving after the fail was stored
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(kinds) != "[failed]" {
+		t.Fatalf("events %v, want only failed", kinds)
+	}
+}
+
+func TestEventsReaderSeesEveryJobOfABatchedEntry(t *testing.T) {
+	q := testQueue(t)
+	r, err := q.Events("0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.BlockMs = 100
+	items := []Item{{Data: 1, Opts: &JobOptions{Name: "n"}}, {Data: 2, Opts: &JobOptions{Name: "n"}}, {Data: 3, Opts: &JobOptions{Name: "n"}}}
+	admitted, err := q.EnqueueMany(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 3 {
+		t.Fatalf("events %+v", events)
+	}
+	for i, e := range events {
+		if e.Event != "added" || e.ID != admitted[i].ID || e.Fields["name"] != "n" {
+			t.Fatalf("event %d: %+v", i, e)
+		}
+	}
+}
+
+func TestBadDataInOneRowDeadLettersThatJobAndTheOthersRun(t *testing.T) {
+	q := testQueue(t)
+	conn := q.client.Conn()
+	defer conn.Close()
+	good, err := q.Enqueue("fine", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, fields := range map[string][]interface{}{
+		"JOBnotjson":  {"state", "pending", "payload", "not json", "max", "3"},
+		"JOBbadretry": {"state", "pending", "payload", "1", "max", "3", "backoff", `{"kind":"linear"}`},
+	} {
+		if _, err := conn.Do("HSET", append([]interface{}{q.JobKey(id)}, fields...)...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Do("ZADD", q.Key("pending"), 0, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	ran := map[string]bool{}
+	outcomes := map[string]string{}
+	c, err := q.Consume(func(ctx context.Context, j *Job) (interface{}, error) {
+		mu.Lock()
+		ran[j.ID] = true
+		mu.Unlock()
+		return "ok", nil
+	}, ConsumerOptions{OnEvent: func(e ConsumerEvent) {
+		mu.Lock()
+		outcomes[e.Job.ID] = e.Kind + " " + e.Outcome
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(time.Second)
+	waitFor(t, 5*time.Second, "three outcomes", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(outcomes) == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !ran[good.ID] || ran["JOBnotjson"] || ran["JOBbadretry"] {
+		t.Fatalf("handlers ran for %v", ran)
+	}
+	for _, id := range []string{"JOBnotjson", "JOBbadretry"} {
+		if outcomes[id] != "failed dead" {
+			t.Errorf("%s: %q", id, outcomes[id])
+		}
+		view, _ := q.Get(id)
+		if view.State != "dead" || !strings.HasPrefix(view.Error.Message, "EMQDATA job "+id) {
+			t.Errorf("%s: %+v %+v", id, view, view.Error)
+		}
+	}
+}

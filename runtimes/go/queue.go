@@ -1,0 +1,483 @@
+package echomq
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// ProtocolVersion is the protocol version this runtime speaks (SPEC.md section 22).
+const ProtocolVersion = 1
+
+// Options configure a Client. Zero values take the defaults of SPEC.md section 25.1.
+type Options struct {
+	ProtocolDir     string // the protocol directory (scripts/ inside); default FindProtocolDir()
+	DefaultAttempts int    // attempts of a job admitted without its own; default 3
+	MaxPayloadBytes int    // largest encoded payload, result or progress; default 512 KiB
+}
+
+// Client is a connection pool to one Redis and the protocol's scripts.
+type Client struct {
+	pool    *redis.Pool
+	url     string
+	scripts Scripts
+	opts    Options
+}
+
+// Connect opens a pool to the Redis at url (redis://host:port/db) and loads the scripts.
+func Connect(url string, opts Options) (*Client, error) {
+	if opts.ProtocolDir == "" {
+		dir, err := FindProtocolDir()
+		if err != nil {
+			return nil, err
+		}
+		opts.ProtocolDir = dir
+	}
+	if opts.DefaultAttempts == 0 {
+		opts.DefaultAttempts = 3
+	}
+	if opts.MaxPayloadBytes == 0 {
+		opts.MaxPayloadBytes = 512 * 1024
+	}
+	scripts, err := LoadScripts(opts.ProtocolDir + "/scripts")
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{url: url, scripts: scripts, opts: opts}
+	c.pool = &redis.Pool{
+		MaxIdle:     16,
+		IdleTimeout: time.Minute,
+		Dial:        c.dial,
+		TestOnBorrow: func(conn redis.Conn, at time.Time) error {
+			if time.Since(at) < 10*time.Second {
+				return nil
+			}
+			_, err := conn.Do("PING")
+			return err
+		},
+	}
+	conn := c.pool.Get()
+	defer conn.Close()
+	if _, err := conn.Do("PING"); err != nil {
+		return nil, newError("EMQNOSERVER", "no redis-server at %s: %v", url, err)
+	}
+	return c, nil
+}
+
+func (c *Client) dial() (redis.Conn, error) { return redis.DialURL(c.url) }
+
+// Close closes the pool.
+func (c *Client) Close() error { return c.pool.Close() }
+
+// Conn borrows a pooled connection (close it to give it back): reads need no script.
+func (c *Client) Conn() redis.Conn { return c.pool.Get() }
+
+// Scripts are the loaded protocol scripts.
+func (c *Client) Scripts() Scripts { return c.scripts }
+
+// Queue is one queue's keys and verbs.
+type Queue struct {
+	client *Client
+	Name   string
+	Prefix string // emq:{<name>}:
+
+	helloMu   sync.Mutex
+	helloDone bool
+}
+
+// Queue returns a handle on the queue `name`.
+func (c *Client) Queue(name string) (*Queue, error) {
+	if err := CheckName("queue name", name); err != nil {
+		return nil, err
+	}
+	return &Queue{client: c, Name: name, Prefix: "emq:{" + name + "}:"}, nil
+}
+
+// Key is the full name of the queue's key `name` (SPEC.md section 4).
+func (q *Queue) Key(name string) string { return q.Prefix + name }
+
+// JobKey is the key of a job's row.
+func (q *Queue) JobKey(id string) string { return q.Prefix + "job:" + id }
+
+// hello stamps or checks the protocol version, once per handle, before any other call.
+func (q *Queue) hello(conn redis.Conn) error {
+	q.helloMu.Lock()
+	defer q.helloMu.Unlock()
+	if q.helloDone {
+		return nil
+	}
+	conn.Do("SADD", "emq:queues", q.Name) // for tools; best effort
+	s := q.client.scripts["hello"]
+	if _, err := s.Eval(conn, []string{q.Key("meta")}, []interface{}{ProtocolVersion}); err != nil {
+		return fromReply(err)
+	}
+	q.helloDone = true
+	return nil
+}
+
+// Run calls a protocol script with KEYS built from its contract (`jobID` fills the `job` key).
+func (q *Queue) Run(name, jobID string, argv ...interface{}) (interface{}, error) {
+	conn := q.client.pool.Get()
+	defer conn.Close()
+	return q.runOn(conn, name, jobID, argv)
+}
+
+func (q *Queue) runOn(conn redis.Conn, name, jobID string, argv []interface{}) (interface{}, error) {
+	if err := q.hello(conn); err != nil {
+		return nil, err
+	}
+	s, ok := q.client.scripts[name]
+	if !ok {
+		return nil, newError("EMQINPUT", "no protocol script %s.lua", name)
+	}
+	keys := make([]string, len(s.Keys))
+	for i, k := range s.Keys {
+		if k == "job" {
+			keys[i] = q.JobKey(jobID)
+		} else {
+			keys[i] = q.Key(k)
+		}
+	}
+	reply, err := s.Eval(conn, keys, argv)
+	if err != nil {
+		return nil, fromReply(err)
+	}
+	return reply, nil
+}
+
+// ── admission ───────────────────────────────────────────────────────────────
+
+// Dedupe deduplicates by a key of the caller's own (SPEC.md section 13).
+type Dedupe struct {
+	Key   string `json:"key"`
+	Mode  string `json:"mode"`  // "throttle" or "debounce"
+	TTLMs int64  `json:"ttlMs"` // 0: until the kept job ends
+}
+
+// JobOptions are a job's admission options; zero values are absent.
+type JobOptions struct {
+	ID       string // default: a minted id
+	Name     string
+	Priority int // 0 = none; lower runs first
+	Group    string
+	Attempts int // default: the client's DefaultAttempts (3)
+	Backoff  *Backoff
+	Dedupe   *Dedupe
+}
+
+// Admitted is an admission's outcome: Status "enqueued" (or "scheduled"), "duplicate", or
+// "deduplicated" with ID the kept job's.
+type Admitted struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+type admission struct {
+	id                                       string
+	payload, prio, group, name, max, backoff string
+	dedupeKey, dedupeSpec                    string
+}
+
+func (a admission) tuple() []interface{} {
+	return []interface{}{a.id, a.payload, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec}
+}
+
+// EncodeJSON encodes a value for the wire (SPEC.md section 5.1): a json.RawMessage goes as is.
+func EncodeJSON(value interface{}, what string, limit int) (string, error) {
+	var text []byte
+	if raw, ok := value.(json.RawMessage); ok {
+		if !json.Valid(raw) {
+			return "", newError("EMQINPUT", "%s is not valid JSON", what)
+		}
+		text = raw
+	} else {
+		var err error
+		if text, err = json.Marshal(value); err != nil {
+			return "", newError("EMQINPUT", "%s cannot be encoded as JSON: %v", what, err)
+		}
+	}
+	if len(text) > limit {
+		return "", newError("EMQTOOBIG", "%s is %d bytes encoded, over the %d-byte limit; store large data elsewhere and enqueue a reference", what, len(text), limit)
+	}
+	return string(text), nil
+}
+
+func (q *Queue) admission(data interface{}, opts *JobOptions) (admission, error) {
+	if opts == nil {
+		opts = &JobOptions{}
+	}
+	a := admission{id: opts.ID, group: opts.Group, name: opts.Name}
+	if a.id == "" {
+		id, err := MintID()
+		if err != nil {
+			return a, err
+		}
+		a.id = id
+	}
+	if err := CheckID(a.id); err != nil {
+		return a, err
+	}
+	if a.group != "" {
+		if err := CheckName("group", a.group); err != nil {
+			return a, err
+		}
+	}
+	if len(a.name) > 200 {
+		return a, newError("EMQINPUT", "name must be a string of at most 200 characters")
+	}
+	payload, err := EncodeJSON(data, "job data", q.client.opts.MaxPayloadBytes)
+	if err != nil {
+		return a, err
+	}
+	a.payload = payload
+	if opts.Priority < 0 || opts.Priority > 1<<21 {
+		return a, newError("EMQINPUT", "priority must be a whole number from 0 to 2097152, got %d", opts.Priority)
+	}
+	a.prio = strconv.Itoa(opts.Priority)
+	attempts := opts.Attempts
+	if attempts == 0 {
+		attempts = q.client.opts.DefaultAttempts
+	}
+	if attempts < 1 || attempts > 1000000 {
+		return a, newError("EMQINPUT", "attempts must be a whole number from 1 to 1000000, got %d", attempts)
+	}
+	a.max = strconv.Itoa(attempts)
+	if opts.Backoff != nil {
+		if err := opts.Backoff.Validate(); err != nil {
+			return a, err
+		}
+		text, err := opts.Backoff.MarshalJSON()
+		if err != nil {
+			return a, err
+		}
+		a.backoff = string(text)
+	}
+	if d := opts.Dedupe; d != nil {
+		if d.Key == "" || len(d.Key) > 200 {
+			return a, newError("EMQINPUT", "dedupe key must be a string of 1-200 characters")
+		}
+		if d.Mode != "throttle" && d.Mode != "debounce" {
+			return a, newError("EMQINPUT", "dedupe mode must be 'throttle' or 'debounce', got %q", d.Mode)
+		}
+		if d.TTLMs < 0 {
+			return a, newError("EMQINPUT", "dedupe ttl must be a whole number of ms >= 1, got %d", d.TTLMs)
+		}
+		a.dedupeKey, a.dedupeSpec = d.Key, d.Mode
+		if d.TTLMs > 0 {
+			a.dedupeSpec += ":" + strconv.FormatInt(d.TTLMs, 10)
+		}
+	}
+	return a, nil
+}
+
+func admitted(id string, reply interface{}, added string) Admitted {
+	switch r := reply.(type) {
+	case []byte:
+		return Admitted{ID: string(r), Status: "deduplicated"}
+	case int64:
+		if r == 1 {
+			return Admitted{ID: id, Status: added}
+		}
+	}
+	return Admitted{ID: id, Status: "duplicate"}
+}
+
+// Enqueue adds a job that can run now; idempotent on the id.
+func (q *Queue) Enqueue(data interface{}, opts *JobOptions) (Admitted, error) {
+	out, err := q.EnqueueMany([]Item{{Data: data, Opts: opts}})
+	if err != nil {
+		return Admitted{}, err
+	}
+	return out[0], nil
+}
+
+// Item is one job of EnqueueMany.
+type Item struct {
+	Data interface{}
+	Opts *JobOptions
+}
+
+const admissionChunk = 1000
+
+// EnqueueMany adds many jobs, one script call per chunk of 1000, statuses in input order.
+// Every job is checked before the first call.
+func (q *Queue) EnqueueMany(items []Item) ([]Admitted, error) {
+	jobs := make([]admission, len(items))
+	for i, it := range items {
+		a, err := q.admission(it.Data, it.Opts)
+		if err != nil {
+			return nil, err
+		}
+		jobs[i] = a
+	}
+	out := make([]Admitted, 0, len(jobs))
+	for start := 0; start < len(jobs); start += admissionChunk {
+		part := jobs[start:min(start+admissionChunk, len(jobs))]
+		argv := []interface{}{q.Prefix}
+		for _, a := range part {
+			argv = append(argv, a.tuple()...)
+		}
+		reply, err := redis.Values(q.Run("enqueue", "", argv...))
+		if err != nil {
+			return out, err
+		}
+		for i, r := range reply {
+			out = append(out, admitted(part[i].id, r, "enqueued"))
+		}
+	}
+	return out, nil
+}
+
+// EnqueueAt adds a job claimable at runAtMs (epoch ms, judged on the server's clock).
+func (q *Queue) EnqueueAt(data interface{}, runAtMs int64, opts *JobOptions) (Admitted, error) {
+	if runAtMs < 0 {
+		return Admitted{}, newError("EMQINPUT", "runAtMs must be a whole number >= 0, got %d", runAtMs)
+	}
+	return q.schedule(data, "at", runAtMs, opts)
+}
+
+// EnqueueIn adds a job claimable `delay` from now, measured on the server's clock.
+func (q *Queue) EnqueueIn(data interface{}, delay time.Duration, opts *JobOptions) (Admitted, error) {
+	if delay < 0 {
+		return Admitted{}, newError("EMQINPUT", "delay must be >= 0, got %v", delay)
+	}
+	return q.schedule(data, "in", delay.Milliseconds(), opts)
+}
+
+func (q *Queue) schedule(data interface{}, mode string, value int64, opts *JobOptions) (Admitted, error) {
+	a, err := q.admission(data, opts)
+	if err != nil {
+		return Admitted{}, err
+	}
+	reply, err := q.Run("schedule", a.id, a.id, a.payload, mode, value, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec)
+	if err != nil {
+		return Admitted{}, err
+	}
+	return admitted(a.id, reply, "scheduled"), nil
+}
+
+// ── reading rows ────────────────────────────────────────────────────────────
+
+// ErrorInfo is a stored failure.
+type ErrorInfo struct {
+	Message string `json:"message"`
+	Stack   string `json:"stack,omitempty"`
+}
+
+// JobView is a job's row decoded (SPEC.md sections 5 and 5.1). Its JSON form is the
+// TypeScript runtime's JobView, field for field.
+type JobView struct {
+	ID              string           `json:"id"`
+	Name            string           `json:"name,omitempty"`
+	State           string           `json:"state"`
+	Data            json.RawMessage  `json:"data"`
+	Attempts        int64            `json:"attempts"`
+	MaxAttempts     int64            `json:"maxAttempts"`
+	Result          *json.RawMessage `json:"result,omitempty"`
+	Error           *ErrorInfo       `json:"error,omitempty"`
+	LastError       *ErrorInfo       `json:"lastError,omitempty"`
+	Progress        *json.RawMessage `json:"progress,omitempty"`
+	Group           string           `json:"group,omitempty"`
+	Priority        *int64           `json:"priority,omitempty"`
+	Backoff         *Backoff         `json:"backoff,omitempty"`
+	Stalled         int64            `json:"stalled"`
+	CancelRequested bool             `json:"cancelRequested"`
+	CreatedAt       int64            `json:"createdAt"`
+	RunAt           *int64           `json:"runAt,omitempty"`
+	StartedAt       *int64           `json:"startedAt,omitempty"`
+	FinishedAt      *int64           `json:"finishedAt,omitempty"`
+}
+
+// Get reads a job's row; nil when no job has that id.
+func (q *Queue) Get(id string) (*JobView, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	conn := q.client.pool.Get()
+	defer conn.Close()
+	row, err := redis.StringMap(conn.Do("HGETALL", q.JobKey(id)))
+	if err != nil {
+		return nil, err
+	}
+	if row["state"] == "" {
+		return nil, nil
+	}
+	return DecodeRow(id, row), nil
+}
+
+// jsonOrText is a JSON field as stored, or text another runtime stored plainly, as a JSON string.
+func jsonOrText(v string) json.RawMessage {
+	if json.Valid([]byte(v)) {
+		return json.RawMessage(v)
+	}
+	quoted, _ := json.Marshal(v)
+	return quoted
+}
+
+func number(v string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n
+}
+
+// DecodeRow decodes a row (HGETALL) into its view; absent fields take SPEC.md's defaults.
+func DecodeRow(id string, row map[string]string) *JobView {
+	v := &JobView{ID: id, State: row["state"], Data: jsonOrText(row["payload"]), MaxAttempts: 1}
+	v.Name, v.Group = row["name"], row["group"]
+	if s, ok := row["attempts"]; ok {
+		v.Attempts = number(s)
+	}
+	if s, ok := row["max"]; ok {
+		v.MaxAttempts = number(s)
+	}
+	v.Stalled = number(row["stalled"])
+	v.CancelRequested = row["cancel"] == "1"
+	v.CreatedAt = number(row["created"])
+	if s, ok := row["prio"]; ok && s != "" {
+		p := number(s)
+		v.Priority = &p
+	}
+	if s := row["backoff"]; s != "" {
+		if b, err := ParseBackoff(s); err == nil {
+			v.Backoff = b
+		}
+	}
+	if s, ok := row["result"]; ok {
+		r := jsonOrText(s)
+		v.Result = &r
+	}
+	if s, ok := row["error"]; ok {
+		v.Error = &ErrorInfo{Message: s, Stack: row["stack"]}
+	}
+	if s, ok := row["last_error"]; ok {
+		v.LastError = &ErrorInfo{Message: s, Stack: row["last_stack"]}
+	}
+	if s, ok := row["progress"]; ok {
+		p := jsonOrText(s)
+		v.Progress = &p
+	}
+	instant := func(field string) *int64 {
+		if s, ok := row[field]; ok {
+			n := number(s)
+			return &n
+		}
+		return nil
+	}
+	v.RunAt, v.StartedAt, v.FinishedAt = instant("runat"), instant("started"), instant("finished")
+	return v
+}
+
+// Cancel ends a waiting job at once ("cancelled") or asks a running one to stop ("requested").
+func (q *Queue) Cancel(id string) (string, error) {
+	return redis.String(q.Run("cancel", id, q.Prefix, id))
+}
+
+func min(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
