@@ -85,24 +85,11 @@ const env = useRedisServer();
 let bin = '';
 let buildDir = '';
 
+/** Runs an emq-go command to its end and returns its stdout; throws when it fails. */
 async function goRun(args: string[], input?: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(bin, args, { cwd: GO_DIR, env: GO_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    child.stderr.on('data', (d) => {
-      err += d;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code === 0) resolve(out);
-      else reject(new Error(`emq-go ${args[0]} exited ${code}: ${err}`));
-    });
-    child.stdin.end(input ?? '');
-  });
+  const run = await runProcess(bin, args, 60_000, GO_ENV, input);
+  if (run.code !== 0) throw new Error(`emq-go ${args[0]} exited ${run.code}: ${run.stderr}`);
+  return run.stdout;
 }
 
 /** The TypeScript side of the test handler: the same behaviour as emq-go's. */

@@ -13,15 +13,21 @@ export interface Run {
   stderr: string;
 }
 
-/** Runs `command args` from the repository root; SIGKILLed once `timeoutMs` have passed. */
+/**
+ * Runs `command args` from the repository root; SIGKILLed once `timeoutMs` have passed. Its
+ * stdin gets `input` (default none) and is then closed.
+ */
 export function runProcess(
   command: string,
   args: string[],
   timeoutMs: number,
   env: NodeJS.ProcessEnv = process.env,
+  input?: string,
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stdin.on('error', () => {}); // a child that exits without reading: EPIPE is no failure
+    child.stdin.end(input ?? ''); // no input: stdin at its end at once, as /dev/null would be
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => {
