@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { type DashboardOptions, startDashboard } from '../dashboard.js';
+import { type DashboardOptions, startDashboard } from '../dashboard/index.js';
 import { wholeArg } from './args.js';
 import { printJson, write } from './render.js';
 import { type CliContext, CliError, EXIT, globals, shown, withSession } from './session.js';

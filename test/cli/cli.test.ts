@@ -2,15 +2,14 @@
 // REDIS_URL pointing at this file's redis-server: what each command prints (tables and --json),
 // the state it leaves, and its exit code (0 ok, 1 usage or bad input, 2 not found, 3 no server).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseDuration } from '../src/duration.js';
-import { EchoMQ } from '../src/echomq.js';
-import type { EnqueueOptions, Queue } from '../src/jobs.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
-import { freePort } from './support/redis-server.js';
+import { parseDuration } from '../../src/duration.js';
+import { EchoMQ } from '../../src/echomq.js';
+import type { EnqueueOptions, Queue } from '../../src/jobs.js';
+import { uniqueQueue, useRedisServer } from '../support/harness.js';
+import { freePort } from '../support/redis-server.js';
+import { ROOT } from '../support/run-process.js';
 
 const env = useRedisServer();
 /**
@@ -18,7 +17,6 @@ const env = useRedisServer();
  * a busy one. Tests run a few at once and get generous time; none of them sleeps.
  */
 const CHILD_PROCESSES = { concurrent: true, timeout: 180_000 };
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 let mq: EchoMQ;
 let raw: Redis;

@@ -6,19 +6,18 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
-import type { Consumer, Handler } from '../src/consumer.js';
-import { DASHBOARD_JS } from '../src/dashboard/assets.js';
-import { type DashboardOptions, dashboardHandler, startDashboard } from '../src/dashboard.js';
-import type { EchoMQ } from '../src/echomq.js';
-import type { EnqueueOptions, Queue } from '../src/jobs.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import type { Consumer, Handler } from '../../src/consumer.js';
+import { DASHBOARD_JS } from '../../src/dashboard/assets.js';
+import { type DashboardOptions, dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
+import type { EchoMQ } from '../../src/echomq.js';
+import type { EnqueueOptions, Queue } from '../../src/jobs.js';
+import { useQueue, useRedisServer } from '../support/harness.js';
+import { ROOT } from '../support/run-process.js';
 
 const env = useRedisServer();
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CHROMIUM = '/usr/bin/chromium';
 
 let mq: EchoMQ;

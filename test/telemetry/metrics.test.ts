@@ -4,11 +4,11 @@
 // processing and enqueue-to-start histograms. Tests wait on events and bounded polls.
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startDashboard } from '../src/dashboard.js';
-import { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/jobs.js';
-import { type ObservedConsumer, registerMetrics, streamMs } from '../src/telemetry/metrics.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { startDashboard } from '../../src/dashboard/index.js';
+import { EchoMQ } from '../../src/echomq.js';
+import type { Queue } from '../../src/jobs.js';
+import { type ObservedConsumer, registerMetrics, streamMs } from '../../src/telemetry/metrics.js';
+import { uniqueQueue, useRedisServer } from '../support/harness.js';
 
 const env = useRedisServer();
 

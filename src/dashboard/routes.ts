@@ -1,0 +1,271 @@
+// The dashboard's routes: every page, JSON read and action as a named path in a table
+// ('/queues/:queue/jobs/:id'), matched segment by segment, a `:name` segment standing for any
+// one segment. A route with a :queue is only run once that queue is known to exist (404
+// otherwise). Reads go through the Inspector, the event hub and the metrics registry; actions
+// through the Queue's verbs. Guards (host, auth, CSRF) have run before anything here does.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Registry } from 'prom-client';
+import type { EchoMQ } from '../echomq.js';
+import type { EventHub } from '../events/hub.js';
+import type { Inspector } from '../inspect.js';
+import { JOB_STATES, type JobState, type Queue } from '../jobs.js';
+import type { EchoMQMetrics } from '../telemetry/metrics.js';
+import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
+import { SECURITY_HEADERS } from './guard.js';
+import { HttpError, html, json, send } from './http.js';
+import {
+  jobPage,
+  overviewPage,
+  type PageContext,
+  queuePage,
+  schedulersPage,
+  sumRates,
+  throughputSvg,
+} from './pages.js';
+
+const PAGE_SIZE = 25;
+const MAX_PAGE_SIZE = 200;
+const MAX_STREAMS = 100;
+const MAX_STREAM_QUEUES = 100;
+const CHART_QUEUES = 100;
+const PING_MS = 15_000;
+
+/** The connection, the readers and the metrics of a dashboard, made on its first request. */
+export interface Parts {
+  mq: EchoMQ;
+  inspector: Inspector;
+  hub: EventHub;
+  registry: Registry | undefined;
+  metrics: EchoMQMetrics | undefined;
+}
+
+/** What the routes of one dashboard share. */
+export interface Site {
+  parts(): Promise<Parts>;
+  /** The open event streams: at most MAX_STREAMS, ended when the dashboard closes. */
+  streams: Set<ServerResponse>;
+}
+
+/** A GET (or HEAD) request as its route sees it. */
+export interface ReadCall {
+  req: IncomingMessage;
+  res: ServerResponse;
+  query: URLSearchParams;
+  page: PageContext;
+  site: Site;
+}
+
+type Params = Readonly<Record<string, string>>;
+
+/** A read route's handler, given the connection and the :queue of the path (known to exist). */
+type Read = (c: ReadCall & { params: Params; p: Parts; queue: string }) => Promise<void>;
+
+/** A read route served without a connection to Redis. */
+type OfflineRead = (c: ReadCall & { params: Params }) => Promise<void>;
+
+/** An action route's handler: a verb on a known queue, whose result is sent back. */
+type Action = (queue: Queue, params: Params, fields: Readonly<Record<string, string>>) => Promise<unknown>;
+
+interface Route<H> {
+  readonly pattern: string;
+  readonly segments: readonly string[];
+  readonly handle: H;
+}
+
+function route<H>(pattern: string, handle: H): Route<H> {
+  return { pattern, segments: pattern.split('/').filter(Boolean), handle };
+}
+
+/** The route whose pattern `path` (decoded segments) fits, with its `:name` segments. */
+export function match<R extends { readonly segments: readonly string[] }>(
+  routes: readonly R[],
+  path: readonly string[],
+): { route: R; params: Params } | undefined {
+  for (const r of routes) {
+    if (r.segments.length !== path.length) continue;
+    const params: Record<string, string> = {};
+    const fits = r.segments.every((s, i) => {
+      if (s.startsWith(':')) params[s.slice(1)] = path[i]!;
+      return s.startsWith(':') || s === path[i];
+    });
+    if (fits) return { route: r, params };
+  }
+  return undefined;
+}
+
+// ── reads ───────────────────────────────────────────────────────────────────
+
+/** The page's own script and style: served before connecting, so they load while Redis is away. */
+export const OFFLINE: readonly Route<OfflineRead>[] = [
+  route<OfflineRead>('/assets/:file', async ({ res, params }) => {
+    if (params.file === 'dashboard.js') return send(res, 200, 'text/javascript; charset=utf-8', DASHBOARD_JS);
+    if (params.file === 'dashboard.css') return send(res, 200, 'text/css; charset=utf-8', DASHBOARD_CSS);
+    throw new HttpError(404, 'no such asset');
+  }),
+];
+
+export const READS: readonly Route<Read>[] = [
+  route<Read>('/', async (c) => {
+    const queues = await c.p.inspector.queues();
+    html(c.res, overviewPage(c.page, queues, await allRates(c.p, queues)));
+  }),
+  route<Read>('/metrics', async ({ res, p }) => {
+    if (!p.registry) throw new HttpError(404, 'metrics are off (metrics: false)');
+    send(res, 200, p.registry.contentType, await p.registry.metrics());
+  }),
+  route<Read>('/queues/:queue', async (c) => html(c.res, queuePage(c.page, await queueView(c)))),
+  route<Read>('/queues/:queue/jobs/:id', async (c) => html(c.res, jobPage(c.page, c.queue, await jobOf(c)))),
+  route<Read>('/queues/:queue/schedulers', async (c) =>
+    html(c.res, schedulersPage(c.page, c.queue, await c.p.inspector.schedulers(c.queue))),
+  ),
+  route<Read>('/api/overview', async ({ res, p }) => {
+    const queues = await p.inspector.queues();
+    json(res, { queues, perMinute: await allRates(p, queues) });
+  }),
+  route<Read>('/api/events', (c) => stream(c, c.query.getAll('queue'))),
+  route<Read>('/api/chart.svg', async ({ res, p, query }) => {
+    const queue = query.get('queue');
+    const rates = queue
+      ? (await p.inspector.stats(await knownQueue(p, queue))).rates.perMinute
+      : await allRates(p, await p.inspector.queues());
+    send(res, 200, 'image/svg+xml; charset=utf-8', throughputSvg(rates, queue ?? 'all queues'));
+  }),
+  route<Read>('/api/queues/:queue/stats', async (c) => json(c.res, await c.p.inspector.stats(c.queue))),
+  route<Read>('/api/queues/:queue/schedulers', async (c) =>
+    json(c.res, await c.p.inspector.schedulers(c.queue)),
+  ),
+  route<Read>('/api/queues/:queue/jobs', async (c) => {
+    const v = await jobsPage(c.p, c.queue, c.query);
+    json(c.res, { total: v.total, jobs: v.jobs });
+  }),
+  route<Read>('/api/queues/:queue/jobs/:id', async (c) => json(c.res, await jobOf(c))),
+];
+
+/** Serves a GET of `path` by its route: 404 when none fits, or when its :queue does not exist. */
+export async function serveRead(c: ReadCall, path: readonly string[]): Promise<void> {
+  const offline = match(OFFLINE, path);
+  if (offline) return offline.route.handle({ ...c, params: offline.params });
+  const found = match(READS, path);
+  if (!found) throw new HttpError(404, 'not found');
+  const { route: r, params } = found;
+  const p = await c.site.parts();
+  const queue = params.queue === undefined ? '' : await knownQueue(p, params.queue);
+  await r.handle({ ...c, params, p, queue });
+}
+
+async function knownQueue(p: Parts, name: string | undefined): Promise<string> {
+  if (!name || !(await p.inspector.has(name)))
+    throw new HttpError(404, `no queue named ${JSON.stringify(name ?? '')}`);
+  return name;
+}
+
+async function jobOf(c: { p: Parts; queue: string; params: Params }) {
+  const id = c.params.id!;
+  const job = await c.p.inspector.job(c.queue, id);
+  if (!job) throw new HttpError(404, `no job ${id} in queue ${c.queue}`);
+  return job;
+}
+
+/** The per-minute rates of the first CHART_QUEUES queues, summed. */
+async function allRates(p: Parts, queues: readonly { name: string }[]) {
+  const stats = await Promise.all(queues.slice(0, CHART_QUEUES).map((q) => p.inspector.stats(q.name)));
+  return sumRates(stats.map((s) => s.rates.perMinute));
+}
+
+function wholeParam(value: string | null, what: string, fallback: number, max: number): number {
+  if (value === null || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > max)
+    throw new HttpError(400, `${what} must be a whole number from 0 to ${max}`);
+  return n;
+}
+
+function stateParam(value: string | null, fallback: JobState): JobState {
+  if (value === null || value === '') return fallback;
+  if (!(JOB_STATES as readonly string[]).includes(value)) {
+    throw new HttpError(400, `state must be one of ${JOB_STATES.join(', ')}`);
+  }
+  return value as JobState;
+}
+
+/** A page of jobs as ?state, ?lane (pending only), ?offset and ?limit ask. */
+async function jobsPage(p: Parts, name: string, query: URLSearchParams) {
+  const lane = query.get('lane') || undefined;
+  const state = lane === undefined ? stateParam(query.get('state'), 'pending') : 'pending';
+  const offset = wholeParam(query.get('offset'), 'offset', 0, Number.MAX_SAFE_INTEGER);
+  const limit = Math.max(1, wholeParam(query.get('limit'), 'limit', PAGE_SIZE, MAX_PAGE_SIZE));
+  const page = await p.inspector.jobs(
+    name,
+    state,
+    lane === undefined ? { offset, limit } : { offset, limit, group: lane },
+  );
+  return { state, lane, offset, limit, total: page.total, jobs: page.jobs };
+}
+
+async function queueView(c: { p: Parts; queue: string; query: URLSearchParams }) {
+  const [stats, v] = await Promise.all([c.p.inspector.stats(c.queue), jobsPage(c.p, c.queue, c.query)]);
+  return { stats, ...v };
+}
+
+/** Server-sent events of the given queues: `job` per stream entry, `ready` once subscribed. */
+async function stream(c: ReadCall & { p: Parts }, names: string[]): Promise<void> {
+  const { req, res, p, site } = c;
+  const queues = [...new Set(names)];
+  if (queues.length === 0 || queues.length > MAX_STREAM_QUEUES) {
+    throw new HttpError(400, `name 1 to ${MAX_STREAM_QUEUES} queues: /api/events?queue=a&queue=b`);
+  }
+  for (const q of queues) await knownQueue(p, q);
+  if (site.streams.size >= MAX_STREAMS) throw new HttpError(503, 'too many open event streams');
+  res.writeHead(200, {
+    ...SECURITY_HEADERS,
+    'content-type': 'text/event-stream; charset=utf-8',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
+  res.write('retry: 2000\n\n');
+  site.streams.add(res);
+  const unsubscribe = queues.map((q) =>
+    p.hub.subscribe(q, (queue, e) => {
+      res.write(`event: job\ndata: ${JSON.stringify({ queue, ...e })}\n\n`);
+    }),
+  );
+  const ping = setInterval(() => res.write(': ping\n\n'), PING_MS);
+  const end = () => {
+    clearInterval(ping);
+    for (const u of unsubscribe) u();
+    site.streams.delete(res);
+  };
+  req.on('close', end);
+  res.on('close', end);
+  await Promise.all(queues.map((q) => p.hub.ready(q)));
+  if (!res.destroyed && !res.writableEnded) res.write('event: ready\ndata: {}\n\n');
+}
+
+// ── actions ─────────────────────────────────────────────────────────────────
+
+export const ACTIONS: readonly Route<Action>[] = [
+  route<Action>('/queues/:queue/jobs/:id/retry', (q, { id }) => q.retry(id!)),
+  route<Action>('/queues/:queue/jobs/:id/cancel', (q, { id }) => q.cancel(id!)),
+  route<Action>('/queues/:queue/jobs/:id/remove', async (q, { id }) => {
+    if (!(await q.remove(id!))) throw new HttpError(404, `no job ${id} in queue ${q.name}`);
+    return true;
+  }),
+  route<Action>('/queues/:queue/retry-all', (q, _params, fields) =>
+    q.retryAll({ state: fields.state === 'cancelled' ? 'cancelled' : 'dead' }),
+  ),
+  route<Action>('/queues/:queue/pause', (q) => q.pause()),
+  route<Action>('/queues/:queue/resume', (q) => q.resume()),
+];
+
+/** Runs the action of `path` on its queue, which must exist; resolves with the verb's result. */
+export async function runAction(
+  site: Site,
+  path: readonly string[],
+  fields: Readonly<Record<string, string>>,
+): Promise<unknown> {
+  const found = match(ACTIONS, path);
+  if (!found) throw new HttpError(404, 'no such action');
+  const p = await site.parts();
+  const name = await knownQueue(p, found.params.queue);
+  return found.route.handle(p.mq.queue(name), found.params, fields);
+}
