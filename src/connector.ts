@@ -5,11 +5,17 @@
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from './errors.js';
 import type { Script } from './scripts.js';
+import { isMemoryUrl, type MemoryEngine, openMemory } from './wire/memory/index.js';
 
 export type RedisClient = Redis | Cluster;
 
 export interface ConnectOptions {
-  /** `redis://[user:pass@]host:port[/db]` or `rediss://` for TLS; default `redis://127.0.0.1:6379`. */
+  /**
+   * `redis://[user:pass@]host:port[/db]` or `rediss://` for TLS; default `redis://127.0.0.1:6379`.
+   * `memory://` is an in-process engine of this connection's own, and `memory://<name>` one
+   * shared by every connection in the process that names it: for tests, demos and
+   * single-process development, not production (see src/wire/memory/).
+   */
   url?: string;
   /** An ioredis client (Redis or Cluster) you own; EchoMQ will not close it. */
   redis?: RedisClient;
@@ -28,11 +34,17 @@ export class Connector {
   private constructor(
     readonly client: RedisClient,
     private readonly owned: boolean,
+    /** The memory engine behind a `memory://` URL; undefined on Redis. */
+    readonly memory?: MemoryEngine,
   ) {}
 
   static open(opts: ConnectOptions = {}): Connector {
     if (opts.redis) return new Connector(opts.redis, false);
     const url = opts.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+    if (isMemoryUrl(url)) {
+      const { client, engine } = openMemory(url, opts as Record<string, unknown>);
+      return new Connector(client, true, engine);
+    }
     const client = new Redis(url, { lazyConnect: false, ...opts.redisOptions });
     // ioredis reconnects by itself; without a listener every drop would print "Unhandled error".
     client.on('error', () => {});

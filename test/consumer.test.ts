@@ -12,7 +12,7 @@ import { EchoMQ } from '../src/echomq.js';
 import { EchoMQError } from '../src/errors.js';
 import type { Queue } from '../src/jobs.js';
 import { script } from '../src/scripts.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { redisOnly, useQueue, useRedisServer } from './support/harness.js';
 import {
   closeAll,
   deferred,
@@ -233,52 +233,55 @@ describe('wakes are never lost', () => {
 // ── recovery and fencing ────────────────────────────────────────────────────────
 
 describe('recovery and fencing', () => {
-  it('a consumer process killed with SIGKILL mid-job has its job recovered after the lease and completed elsewhere', async () => {
-    const { id } = await q.enqueue({ crash: true });
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(ROOT, 'test/support/consumer-process.ts'), env.server.url, name, '500'],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    children.push(child);
-    let out = '';
-    let err = '';
-    const startedId = new Promise<string>((resolve, reject) => {
-      child.stdout?.on('data', (d) => {
-        out += d;
-        const m = /started (\S+)/.exec(out);
-        if (m) resolve(m[1]!);
+  redisOnly("the consumer runs in a child process, which cannot reach this process's memory engine")(
+    'a consumer process killed with SIGKILL mid-job has its job recovered after the lease and completed elsewhere',
+    async () => {
+      const { id } = await q.enqueue({ crash: true });
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', join(ROOT, 'test/support/consumer-process.ts'), env.server.url, name, '500'],
+        { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      children.push(child);
+      let out = '';
+      let err = '';
+      const startedId = new Promise<string>((resolve, reject) => {
+        child.stdout?.on('data', (d) => {
+          out += d;
+          const m = /started (\S+)/.exec(out);
+          if (m) resolve(m[1]!);
+        });
+        child.stderr?.on('data', (d) => {
+          err += d;
+        });
+        child.once('exit', (code) => reject(new Error(`consumer process exited (${code}): ${err}`)));
       });
-      child.stderr?.on('data', (d) => {
-        err += d;
+      expect(await within(startedId, 15_000, 'the child consumer to start the job')).toBe(id);
+      await new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGKILL');
       });
-      child.once('exit', (code) => reject(new Error(`consumer process exited (${code}): ${err}`)));
-    });
-    expect(await within(startedId, 15_000, 'the child consumer to start the job')).toBe(id);
-    await new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
-      child.kill('SIGKILL');
-    });
-    const held = await q.get(id);
-    expect(held).toMatchObject({ state: 'active', attempts: 1 });
+      const held = await q.get(id);
+      expect(held).toMatchObject({ state: 'active', attempts: 1 });
 
-    const c = consume(async (job) => ({ attempt: job.attempts }), { beatMs: 100 });
-    const done = await within(completions(c, 1), 5000, 'the recovered job to complete');
-    expect(done.get(id)).toEqual({ attempt: 2 });
-    expect(await q.get(id)).toMatchObject({
-      state: 'completed',
-      attempts: 2,
-      stalled: 1,
-      result: { attempt: 2 },
-    });
-    expect((await events(id)).map((e) => e.event)).toEqual([
-      'added',
-      'active',
-      'stalled',
-      'active',
-      'completed',
-    ]);
-  });
+      const c = consume(async (job) => ({ attempt: job.attempts }), { beatMs: 100 });
+      const done = await within(completions(c, 1), 5000, 'the recovered job to complete');
+      expect(done.get(id)).toEqual({ attempt: 2 });
+      expect(await q.get(id)).toMatchObject({
+        state: 'completed',
+        attempts: 2,
+        stalled: 1,
+        result: { attempt: 2 },
+      });
+      expect((await events(id)).map((e) => e.event)).toEqual([
+        'added',
+        'active',
+        'stalled',
+        'active',
+        'completed',
+      ]);
+    },
+  );
 
   it("refuses a zombie handler's late completion: the first consumer emits lost and the second's result is stored", async () => {
     const secondStarted = deferred();

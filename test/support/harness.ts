@@ -1,15 +1,37 @@
 // Per-file test wiring: one redis-server for the file, a fresh EchoMQ per test.
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, it } from 'vitest';
 import { EchoMQ } from '../../src/echomq.js';
 import type { Queue } from '../../src/jobs.js';
+import { MemoryServer, onMemory } from './memory-server.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
 
-/** Starts a redis-server before the file's tests and stops it after. */
+export { onMemory };
+
+/**
+ * `it` for a test only a real redis-server can run (another process, a server restart): on the
+ * memory engine it is skipped, with `why` in its name.
+ */
+export function redisOnly(why: string): typeof it {
+  if (!onMemory) return it;
+  const skip = (name: string, ...rest: unknown[]) =>
+    it.skip(
+      `${name} (redis-server only: ${why})`,
+      ...(rest as Parameters<typeof it.skip> extends [unknown, ...infer R] ? R : never),
+    );
+  return skip as unknown as typeof it;
+}
+
+/**
+ * Starts a redis-server before the file's tests and stops it after; in the `memory` project
+ * (ECHOMQ_TEST_ENGINE=memory) a memory engine of the file's own instead, with the same surface.
+ */
 export function useRedisServer(opts: RedisServerOptions = {}): { readonly server: RedisServer } {
   const holder = {} as { server: RedisServer };
   beforeAll(async () => {
-    holder.server = await RedisServer.start(opts);
+    holder.server = onMemory
+      ? ((await MemoryServer.start()) as unknown as RedisServer)
+      : await RedisServer.start(opts);
   });
   afterAll(async () => {
     await holder.server?.stop();

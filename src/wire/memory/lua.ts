@@ -1,0 +1,475 @@
+// The memory engine's Lua: protocol/scripts/*.lua run unchanged in fengari, a Lua VM written in
+// JavaScript (what ioredis-mock uses too). Fengari is Lua 5.3 with 32-bit integers, and Redis is
+// Lua 5.1, where every number is a double; so that scripts see 5.1's arithmetic and printing:
+//   1. every number is a float: numerals in the source and strings turned into numbers parse
+//      as floats, Redis replies arrive as floats, math.floor and math.ceil answer floats (no
+//      32-bit integer ever overflows, and 10 / 2 .. '' is "5");
+//   2. numbers print as 5.1 prints them, C's %.14g ("3", "1e+15", "0.33333333333333");
+//   3. 5.1's `unpack` is there, and the globals are read-only as Redis 7 makes them (reading a
+//      missing one is an error).
+// Conversions both ways follow Redis 7 (scripting docs, "Conversion between Lua and Redis data
+// types"): a Lua number becomes an integer reply truncated toward zero, false becomes nil, a
+// table stops at its first nil, {ok=…} is a status and {err=…} an error; numbers passed to
+// redis.call are written with %.17g. Error replies carry Redis's wording and its
+// "script: <sha>, on @user_script:<line>." suffix.
+import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { type Reply, RespError, Status } from './resp.js';
+
+// ── fengari, as far as it is used here ───────────────────────────────────────
+
+type State = object;
+type LuaString = Uint8Array;
+interface Debug {
+  currentline: number;
+  source: LuaString | null;
+}
+interface Fengari {
+  lua: {
+    LUA_OK: number;
+    LUA_REGISTRYINDEX: number;
+    LUA_TNIL: number;
+    LUA_TBOOLEAN: number;
+    LUA_TNUMBER: number;
+    LUA_TSTRING: number;
+    LUA_TTABLE: number;
+    lua_Debug: new () => Debug;
+    lua_createtable(L: State, narr: number, nrec: number): void;
+    lua_error(L: State): never;
+    lua_getglobal(L: State, name: string): number;
+    lua_getinfo(L: State, what: string, ar: Debug): number;
+    lua_getstack(L: State, level: number, ar: Debug): number;
+    lua_gettop(L: State): number;
+    lua_pcall(L: State, nargs: number, nresults: number, msgh: number): number;
+    lua_pop(L: State, n: number): void;
+    lua_pushboolean(L: State, b: boolean): void;
+    lua_pushcfunction(L: State, f: (L: State) => number): void;
+    lua_pushnil(L: State): void;
+    lua_pushnumber(L: State, n: number): void;
+    lua_pushstring(L: State, s: LuaString | string): void;
+    lua_pushvalue(L: State, idx: number): void;
+    lua_rawgeti(L: State, idx: number, n: number): number;
+    lua_rawseti(L: State, idx: number, n: number): void;
+    lua_remove(L: State, idx: number): void;
+    lua_setfield(L: State, idx: number, k: string): void;
+    lua_getfield(L: State, idx: number, k: string): number;
+    lua_setglobal(L: State, name: string): void;
+    lua_settop(L: State, idx: number): void;
+    lua_toboolean(L: State, idx: number): boolean;
+    lua_tonumber(L: State, idx: number): number;
+    lua_tolstring(L: State, idx: number): LuaString | null;
+    lua_type(L: State, idx: number): number;
+  };
+  lauxlib: {
+    luaL_newstate(): State;
+    luaL_loadbuffer(L: State, buf: LuaString, size: number | null, name: string): number;
+    luaL_ref(L: State, t: number): number;
+    luaL_requiref(L: State, name: string, open: (L: State) => number, glb: number): void;
+    luaL_checknumber(L: State, idx: number): number;
+    luaL_tolstring(L: State, idx: number): LuaString;
+  };
+  lualib: Record<'luaopen_base' | 'luaopen_table' | 'luaopen_string' | 'luaopen_math', (L: State) => number>;
+}
+interface TValue {
+  value: number;
+  ttisinteger(): boolean;
+  setfltvalue(n: number): void;
+  setsvalue(s: unknown): void;
+}
+
+let loaded: Fengari | undefined;
+
+/** Loads fengari once, configured and patched for Lua 5.1's numbers (see the header). */
+function fengari(): Fengari {
+  if (loaded) return loaded;
+  const require = createRequire(import.meta.url);
+  // Read by fengari's luaconf when first loaded: integral floats print without ".0".
+  const before = process.env.FENGARICONF;
+  process.env.FENGARICONF = JSON.stringify({ LUA_COMPAT_FLOATSTRING: true });
+  try {
+    loaded = require('fengari') as Fengari;
+  } finally {
+    if (before === undefined) delete process.env.FENGARICONF;
+    else process.env.FENGARICONF = before;
+  }
+  const lobject = require('fengari/src/lobject.js') as {
+    luaO_str2num: (s: LuaString, o: TValue) => number;
+    luaO_tostring: (L: State, o: TValue) => void;
+  };
+  const lstring = require('fengari/src/lstring.js') as { luaS_bless: (L: State, s: LuaString) => unknown };
+  // 1: every numeral and every string turned into a number is a float.
+  const str2num = lobject.luaO_str2num;
+  lobject.luaO_str2num = (s, o) => {
+    const size = str2num(s, o);
+    if (size !== 0 && o.ttisinteger()) o.setfltvalue(o.value);
+    return size;
+  };
+  // 2: numbers print with C's %.14g, as Lua 5.1 prints them.
+  lobject.luaO_tostring = (L, o) => {
+    o.setsvalue(lstring.luaS_bless(L, bytes(o.ttisinteger() ? String(o.value) : formatG(o.value, 14))));
+  };
+  return loaded;
+}
+
+/** C's printf `%.<precision>g`. */
+export function formatG(n: number, precision: number): string {
+  if (Number.isNaN(n)) return 'nan';
+  if (!Number.isFinite(n)) return n > 0 ? 'inf' : '-inf';
+  if (n === 0) return Object.is(n, -0) ? '-0' : '0';
+  const [mantissa, exp] = n.toExponential(precision - 1).split('e') as [string, string];
+  const e = Number(exp);
+  if (e < -4 || e >= precision) {
+    return `${stripZeros(mantissa)}e${e < 0 ? '-' : '+'}${String(Math.abs(e)).padStart(2, '0')}`;
+  }
+  return stripZeros(n.toFixed(precision - 1 - e));
+}
+
+function stripZeros(s: string): string {
+  return s.includes('.') ? s.replace(/\.?0+$/, '') : s;
+}
+
+/** A latin1 string (one char per byte) as Lua's bytes, and back; short ones by hand (cheaper). */
+function bytes(s: string): LuaString {
+  if (s.length > 64) return Buffer.from(s, 'latin1');
+  const b = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) b[i] = s.charCodeAt(i);
+  return b;
+}
+
+function text(b: LuaString): string {
+  if (b.length > 64) return Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1');
+  let s = '';
+  for (let i = 0; i < b.length; i++) s += String.fromCharCode(b[i]!);
+  return s;
+}
+
+export function sha1hex(body: string): string {
+  return createHash('sha1').update(Buffer.from(body, 'latin1')).digest('hex');
+}
+
+// ── the scripting engine ─────────────────────────────────────────────────────
+
+/** Runs one Redis command for a script, with the script's database and session. */
+export type ScriptCall = (argv: string[]) => Reply;
+
+const SHEBANG_FLAGS = new Set([
+  'no-writes',
+  'allow-oom',
+  'allow-stale',
+  'no-cluster',
+  'allow-cross-slot-keys',
+]);
+
+const PRELUDE = `
+unpack = table.unpack
+local function readonly()
+  error('Attempt to modify a readonly table', 2)
+end
+local function missing(_, name)
+  error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+end
+setmetatable(_G, { __index = missing, __newindex = readonly })
+`;
+
+/** An error raised inside a script, already worded as the reply the client gets. */
+class ScriptFailure extends Error {}
+
+export class LuaScripts {
+  private readonly L: State;
+  private readonly lua: Fengari['lua'];
+  private readonly aux: Fengari['lauxlib'];
+  private readonly refs = new Map<string, number>();
+  private call: ScriptCall | undefined;
+  private running = '';
+  /** Where the last error was raised: the script's line. */
+  private errorLine = 0;
+
+  constructor() {
+    const f = fengari();
+    this.lua = f.lua;
+    this.aux = f.lauxlib;
+    const L = f.lauxlib.luaL_newstate();
+    this.L = L;
+    for (const [name, open] of [
+      ['_G', f.lualib.luaopen_base],
+      ['table', f.lualib.luaopen_table],
+      ['string', f.lualib.luaopen_string],
+      ['math', f.lualib.luaopen_math],
+    ] as const) {
+      f.lauxlib.luaL_requiref(L, name, open, 1);
+      f.lua.lua_pop(L, 1);
+    }
+    this.installRedis();
+    this.installNumbers();
+    for (const name of ['KEYS', 'ARGV']) {
+      this.lua.lua_createtable(L, 0, 0);
+      this.lua.lua_setglobal(L, name);
+    }
+    for (const name of ['dofile', 'loadfile', 'print']) {
+      this.lua.lua_pushnil(L);
+      this.lua.lua_setglobal(L, name);
+    }
+    if (this.aux.luaL_loadbuffer(L, bytes(PRELUDE), null, '=prelude') !== this.lua.LUA_OK) {
+      throw new Error(`memory engine prelude: ${text(this.lua.lua_tolstring(L, -1)!)}`);
+    }
+    this.lua.lua_pcall(L, 0, 0, 0);
+  }
+
+  has(sha: string): boolean {
+    return this.refs.has(sha);
+  }
+
+  flush(): void {
+    this.refs.clear();
+  }
+
+  /** Compiles a script body and caches it by its SHA1; an error reply when it does not compile. */
+  load(body: string): string | RespError {
+    const sha = sha1hex(body);
+    if (this.refs.has(sha)) return sha;
+    let source = body;
+    if (body.startsWith('#!')) {
+      const end = body.indexOf('\n');
+      const shebang = body
+        .slice(2, end < 0 ? body.length : end)
+        .trim()
+        .split(/\s+/);
+      if (shebang[0] !== 'lua') return new RespError(`ERR Could not find scripting engine '${shebang[0]}'`);
+      for (const word of shebang.slice(1)) {
+        if (!word.startsWith('flags=')) return new RespError(`ERR Unknown lua shebang option: ${word}`);
+        for (const flag of word.slice('flags='.length).split(',').filter(Boolean)) {
+          if (!SHEBANG_FLAGS.has(flag))
+            return new RespError(`ERR Unexpected flag in script shebang: ${flag}`);
+        }
+      }
+      // Redis reads the shebang itself; the line stays (blank) so line numbers match.
+      source = end < 0 ? '' : body.slice(end);
+    }
+    const { L, lua } = this;
+    if (this.aux.luaL_loadbuffer(L, bytes(source), null, '@user_script') !== lua.LUA_OK) {
+      const msg = text(lua.lua_tolstring(L, -1) ?? bytes('?'));
+      lua.lua_pop(L, 1);
+      return new RespError(`ERR Error compiling script (new function): ${msg}`);
+    }
+    this.refs.set(sha, this.aux.luaL_ref(L, lua.LUA_REGISTRYINDEX));
+    return sha;
+  }
+
+  /** Runs a loaded script; `call` runs the commands it calls. */
+  run(sha: string, keys: string[], argv: string[], call: ScriptCall): Reply {
+    const ref = this.refs.get(sha);
+    if (ref === undefined) return new RespError('NOSCRIPT No matching script. Please use EVAL.');
+    const { L, lua } = this;
+    this.setArray('KEYS', keys);
+    this.setArray('ARGV', argv);
+    lua.lua_pushcfunction(L, (L2) => this.onError(L2));
+    const handler = lua.lua_gettop(L);
+    lua.lua_rawgeti(L, lua.LUA_REGISTRYINDEX, ref);
+    this.call = call;
+    this.running = sha;
+    try {
+      const status = lua.lua_pcall(L, 0, 1, handler);
+      if (status !== lua.LUA_OK) return this.failure();
+      return this.toReply(-1);
+    } catch (err) {
+      if (err instanceof ScriptFailure) return new RespError(err.message);
+      throw err;
+    } finally {
+      this.call = undefined;
+      lua.lua_settop(L, 0);
+    }
+  }
+
+  private setArray(name: string, values: string[]): void {
+    const { L, lua } = this;
+    lua.lua_createtable(L, values.length, 0);
+    for (let i = 0; i < values.length; i++) {
+      lua.lua_pushstring(L, bytes(values[i]!));
+      lua.lua_rawseti(L, -2, i + 1);
+    }
+    lua.lua_setglobal(L, name);
+  }
+
+  /** The message handler: notes the script line the error came from. */
+  private onError(L: State): number {
+    const ar = new this.lua.lua_Debug();
+    this.errorLine = 0;
+    for (let level = 1; this.lua.lua_getstack(L, level, ar); level++) {
+      this.lua.lua_getinfo(L, 'Sl', ar);
+      if (ar.source && text(ar.source) === '@user_script') {
+        this.errorLine = ar.currentline;
+        break;
+      }
+    }
+    return 1;
+  }
+
+  /** The error reply for the error object on top of the stack. */
+  private failure(): RespError {
+    const { L, lua } = this;
+    const suffix = ` script: ${this.running}, on @user_script:${this.errorLine}.`;
+    if (lua.lua_type(L, -1) === lua.LUA_TTABLE) {
+      lua.lua_getfield(L, -1, 'err');
+      const err = lua.lua_tolstring(L, -1);
+      if (err) return new RespError(`${text(err)}${suffix}`);
+    }
+    const msg = lua.lua_tolstring(L, -1);
+    return new RespError(`ERR ${msg ? text(msg) : 'unknown error'}${suffix}`);
+  }
+
+  /** Lua value at `idx` → a Redis reply, as Redis converts it. */
+  private toReply(idx: number): Reply {
+    const { L, lua } = this;
+    const t = lua.lua_type(L, idx);
+    if (t === lua.LUA_TSTRING) return text(lua.lua_tolstring(L, idx)!);
+    if (t === lua.LUA_TNUMBER) return Math.trunc(lua.lua_tonumber(L, idx)) || 0;
+    if (t === lua.LUA_TBOOLEAN) return lua.lua_toboolean(L, idx) ? 1 : null;
+    if (t !== lua.LUA_TTABLE) return null;
+    const table = idx < 0 ? lua.lua_gettop(L) + idx + 1 : idx;
+    if (lua.lua_getfield(L, table, 'err') === lua.LUA_TSTRING) {
+      const e = text(lua.lua_tolstring(L, -1)!);
+      lua.lua_pop(L, 1);
+      return new RespError(e);
+    }
+    lua.lua_pop(L, 1);
+    if (lua.lua_getfield(L, table, 'ok') === lua.LUA_TSTRING) {
+      const s = text(lua.lua_tolstring(L, -1)!);
+      lua.lua_pop(L, 1);
+      return new Status(s);
+    }
+    lua.lua_pop(L, 1);
+    const out: Reply[] = [];
+    for (let i = 1; ; i++) {
+      if (lua.lua_rawgeti(L, table, i) === lua.LUA_TNIL) {
+        lua.lua_pop(L, 1);
+        break;
+      }
+      out.push(this.toReply(-1));
+      lua.lua_pop(L, 1);
+    }
+    return out;
+  }
+
+  /** A Redis reply → the Lua value Redis pushes for it (errors as {err=…}). */
+  private push(reply: Reply): void {
+    const { L, lua } = this;
+    if (reply === null) lua.lua_pushboolean(L, false);
+    else if (typeof reply === 'string') lua.lua_pushstring(L, bytes(reply));
+    else if (typeof reply === 'number') lua.lua_pushnumber(L, reply);
+    else if (Array.isArray(reply)) {
+      lua.lua_createtable(L, reply.length, 0);
+      for (let i = 0; i < reply.length; i++) {
+        this.push(reply[i]!);
+        lua.lua_rawseti(L, -2, i + 1);
+      }
+    } else {
+      lua.lua_createtable(L, 0, 1);
+      lua.lua_pushstring(L, bytes(reply instanceof Status ? reply.text : reply.message));
+      lua.lua_setfield(L, -2, reply instanceof Status ? 'ok' : 'err');
+    }
+  }
+
+  /** The arguments of redis.call / redis.pcall, as Redis reads them. */
+  private commandArgs(L: State): string[] | RespError {
+    const { lua } = this;
+    const n = lua.lua_gettop(L);
+    if (n === 0) return new RespError('ERR Please specify at least one argument for this redis lib call');
+    const argv: string[] = [];
+    for (let i = 1; i <= n; i++) {
+      const t = lua.lua_type(L, i);
+      if (t === lua.LUA_TNUMBER) argv.push(redisNumber(lua.lua_tonumber(L, i)));
+      else if (t === lua.LUA_TSTRING) argv.push(text(lua.lua_tolstring(L, i)!));
+      else return new RespError('ERR Lua redis lib command arguments must be strings or integers');
+    }
+    return argv;
+  }
+
+  private redisCall(L: State, raise: boolean): number {
+    const argv = this.commandArgs(L);
+    let reply: Reply;
+    if (argv instanceof RespError) reply = argv;
+    else if (!this.call) reply = new RespError('ERR redis.call is only available inside a script');
+    else reply = this.call(argv);
+    this.push(reply);
+    if (raise && reply instanceof RespError) this.lua.lua_error(L);
+    return 1;
+  }
+
+  private installRedis(): void {
+    const { L, lua } = this;
+    lua.lua_createtable(L, 0, 16);
+    const fn = (name: string, f: (L: State) => number) => {
+      lua.lua_pushcfunction(L, f);
+      lua.lua_setfield(L, -2, name);
+    };
+    fn('call', (L2) => this.redisCall(L2, true));
+    fn('pcall', (L2) => this.redisCall(L2, false));
+    const wrap = (field: 'err' | 'ok') => (L2: State) => {
+      const s = this.aux.luaL_tolstring(L2, 1);
+      lua.lua_createtable(L2, 0, 1);
+      lua.lua_pushstring(L2, s);
+      lua.lua_setfield(L2, -2, field);
+      return 1;
+    };
+    fn('error_reply', wrap('err'));
+    fn('status_reply', wrap('ok'));
+    fn('sha1hex', (L2) => {
+      lua.lua_pushstring(L2, bytes(sha1hex(text(this.aux.luaL_tolstring(L2, 1)))));
+      return 1;
+    });
+    fn('log', () => 0);
+    fn('setresp', () => 0);
+    fn('set_repl', () => 0);
+    fn('replicate_commands', (L2) => {
+      lua.lua_pushboolean(L2, true);
+      return 1;
+    });
+    for (const [name, value] of [
+      ['LOG_DEBUG', 0],
+      ['LOG_VERBOSE', 1],
+      ['LOG_NOTICE', 2],
+      ['LOG_WARNING', 3],
+      ['REPL_NONE', 0],
+      ['REPL_AOF', 1],
+      ['REPL_SLAVE', 2],
+      ['REPL_REPLICA', 2],
+      ['REPL_ALL', 3],
+      ['REDIS_VERSION_NUM', 0x070000],
+    ] as const) {
+      lua.lua_pushnumber(L, value);
+      lua.lua_setfield(L, -2, name);
+    }
+    lua.lua_pushstring(L, '7.0.0');
+    lua.lua_setfield(L, -2, 'REDIS_VERSION');
+    lua.lua_setglobal(L, 'redis');
+  }
+
+  /** math.floor and math.ceil answer floats, and tostring prints numbers with %.14g (see header). */
+  private installNumbers(): void {
+    const { L, lua, aux } = this;
+    lua.lua_getglobal(L, 'math');
+    for (const [name, f] of [
+      ['floor', Math.floor],
+      ['ceil', Math.ceil],
+    ] as const) {
+      lua.lua_pushcfunction(L, (L2) => {
+        lua.lua_pushnumber(L2, f(aux.luaL_checknumber(L2, 1)));
+        return 1;
+      });
+      lua.lua_setfield(L, -2, name);
+    }
+    lua.lua_pop(L, 1);
+    lua.lua_pushcfunction(L, (L2) => {
+      if (lua.lua_type(L2, 1) === lua.LUA_TNUMBER)
+        lua.lua_pushstring(L2, formatG(lua.lua_tonumber(L2, 1), 14));
+      else lua.lua_pushstring(L2, aux.luaL_tolstring(L2, 1));
+      return 1;
+    });
+    lua.lua_setglobal(L, 'tostring');
+  }
+}
+
+/** A number passed to redis.call, as Redis writes it: %.17g. */
+function redisNumber(n: number): string {
+  return Number.isInteger(n) && Math.abs(n) < 1e17 ? String(n) : formatG(n, 17);
+}
