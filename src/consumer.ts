@@ -261,6 +261,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       blocking.client('ID').then(
         (id) => {
           this.blockingId = Number(id);
+          // A busy loop that parked before the id came sleeps the whole beat, deaf to the wake
+          // stream (and so to due instants): park again, now able to block.
+          if (this.parked === 'sleep') this.wakeLoop();
         },
         () => {},
       );
