@@ -18,7 +18,8 @@ export type ErrorCode =
   | 'EMQTIMEOUT' // a wait that ran out of time
   | 'EMQJOBFAILED' // waitFor: the job ended dead
   | 'EMQNOSERVER' // no redis-server to talk to
-  | 'EMQPROTOCOL'; // a queue written by an incompatible protocol version
+  | 'EMQPROTOCOL' // a queue written by an incompatible protocol version
+  | 'EMQNOMODULE'; // connect({ module: 'require' }) on a server without the native module
 
 export class EchoMQError extends Error {
   override readonly name = 'EchoMQError';

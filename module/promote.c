@@ -1,0 +1,106 @@
+/* EMQ.PROMOTE: protocol/scripts/promote.lua as a command. One clock reading, a read pass that
+ * selects the due members and checks every key the release will touch, then one write pass that
+ * makes the script's calls in the script's order (so keys, replies and events are the same).
+ *
+ *   EMQ.PROMOTE 6 schedule pending events wake meta ring prefix batch [mode]
+ *   EMQ.PROMOTE 2 schedule pending prefix batch [mode]      (the seeds' form; the rest by prefix)
+ */
+#include "lanes.h"
+#include "promote.h"
+
+static const char *const KEYS[] = {"schedule", "pending", "events", "wake", "meta", "ring"};
+enum { SCHEDULE, PENDING, EVENTS, WAKE, META, RING, NKEYS };
+
+static long long batch_of(Sweep *s) {
+  long long b = 0;
+  parse_whole(str_of(s->argv[1]), 1, &b);
+  return b;
+}
+
+/* The script's own ARGV check, with its message. */
+static int argv_ok(Sweep *s) {
+  long long b;
+  if (s->argc >= 2 && parse_whole(str_of(s->argv[1]), 1, &b)) return 1;
+  return refuse(s, "EMQINPUT promote takes prefix batch [mode]; batch a whole number >= 1");
+}
+
+static const char *const ROW[] = {"state", "group", "prio", NULL};
+enum { STATE, GROUP, PRIO };
+
+int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  if (RedisModule_IsKeysPositionRequest(ctx)) {
+    sweep_key_positions(ctx, argv, argc);
+    return REDISMODULE_OK;
+  }
+  RedisModule_AutoMemory(ctx);
+  Sweep sweep, *s = &sweep;
+  if (!sweep_shape(s, ctx, "EMQ.PROMOTE", argv, argc, KEYS, NKEYS, 2, argv_ok)) return REDISMODULE_OK;
+  QueueKeys K = {s->key[PENDING], s->key[EVENTS], s->key[WAKE], s->key[META], s->key[RING]};
+  int next = s->argc >= 3 && str_eq(str_of(s->argv[2]), "next");
+
+  /* ── read pass: one clock reading, the due members, the types of what they will touch ── */
+  s->now = clock_now_ms();
+  if (!expect_type(s, s->key[SCHEDULE], REDISMODULE_KEYTYPE_ZSET)) return REDISMODULE_OK;
+  RedisModuleCallReply *due = due_members(s, s->key[SCHEDULE], batch_of(s));
+  if (!due || RedisModule_CallReplyType(due) != REDISMODULE_REPLY_ARRAY)
+    return refuse(s, "ERR the schedule could not be read"), REDISMODULE_OK;
+  size_t n = RedisModule_CallReplyLength(due);
+  if (!read_events_cap(s, s->key[META])) return REDISMODULE_OK;
+  int flat = 0;
+  for (size_t i = 0; i < n; i++) {
+    Str id = member_at(due, i);
+    RedisModuleString *jk = job_key(s, id);
+    if (!expect_type(s, jk, REDISMODULE_KEYTYPE_HASH)) return REDISMODULE_OK;
+    RedisModuleString *row[3];
+    hash_fields(s, jk, ROW, row);
+    if (!row[STATE] || !str_eq(str_of(row[STATE]), "scheduled")) continue;
+    if (!expect_type(s, K.events, REDISMODULE_KEYTYPE_STREAM)) return REDISMODULE_OK;
+    if (!row[GROUP]) flat = 1;
+    if (!release_keys_ok(s, &K, row[GROUP])) return REDISMODULE_OK;
+    RedisModule_FreeString(ctx, jk);
+  }
+  long long pending_card = flat ? (long long)key_length(s, K.pending) : 0;
+
+  /* ── write pass: the script's loop ── */
+  int woke = 0;
+  for (size_t i = 0; i < n && !s->failure; i++) {
+    Str id = member_at(due, i);
+    RedisModuleCallReply *r = WRITE(s, "ZREM", "sb", s->key[SCHEDULE], id.p, id.n);
+    if (!r) break;
+    RedisModule_FreeCallReply(r);
+    RedisModuleString *jk = job_key(s, id);
+    RedisModuleString *row[3];
+    hash_fields(s, jk, ROW, row);
+    /* A ghost (row gone) leaves the set and is not resurrected; only a scheduled row moves. */
+    if (row[STATE] && str_eq(str_of(row[STATE]), "scheduled")) {
+      r = WRITE(s, "HSET", "scc", jk, "state", "pending");
+      if (!r) break;
+      RedisModule_FreeCallReply(r);
+      if (release(s, &K, id, row[GROUP], row[PRIO] ? str_of(row[PRIO]) : cstr("0"), &pending_card)) woke = 1;
+      add_event(s, K.events, "waiting", id, NULL, cstr(""), NULL, cstr(""));
+    }
+    for (int f = 0; f < 3; f++)
+      if (row[f]) RedisModule_FreeString(ctx, row[f]);
+    RedisModule_FreeString(ctx, jk);
+  }
+  if (woke && !s->failure) wake(s, &K);
+  if (s->failure) return reply_failure(s), REDISMODULE_OK;
+
+  if (next) {
+    RedisModuleCallReply *head = RedisModule_Call(ctx, "ZRANGE", "sccc", s->key[SCHEDULE], "0", "0", "WITHSCORES");
+    long long at = -1;
+    if (head && RedisModule_CallReplyType(head) == REDISMODULE_REPLY_ARRAY && RedisModule_CallReplyLength(head) >= 2) {
+      Str score;
+      score.p = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(head, 1), &score.n);
+      double d;
+      if (lua_number(score, &d)) at = (long long)d; /* a Lua number replied as an integer: truncated */
+    }
+    RedisModule_ReplyWithArray(ctx, 3);
+    RedisModule_ReplyWithLongLong(ctx, (long long)n);
+    RedisModule_ReplyWithLongLong(ctx, s->now);
+    RedisModule_ReplyWithLongLong(ctx, at);
+    return REDISMODULE_OK;
+  }
+  RedisModule_ReplyWithLongLong(ctx, (long long)n);
+  return REDISMODULE_OK;
+}
