@@ -30,7 +30,7 @@ int ended_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *dedupe, Redis
       long long n;
       if (children && !redis_integer(str_of(children), &n))
         return refuse(s, "ERR hash value is not an integer");
-      return release_keys_ok(s, K, row[GROUP]);
+      return release_keys_ok(s, K, row[GROUP], row[PRIO]);
     }
     if (!expect_type(s, queue_key(s, "dead"), REDISMODULE_KEYTYPE_ZSET)) return 0;
     parent = row[PARENT];

@@ -264,6 +264,15 @@ RedisModuleCallReply *due_members(Sweep *s, RedisModuleString *zset, long long l
   return r;
 }
 
+int score_ok(Sweep *s, Str score) {
+  char buf[64], *end;
+  if (score.n == 0 || !small_text(score, buf) || isspace((unsigned char)buf[0]))
+    return refuse(s, "ERR value is not a valid float");
+  double d = strtod(buf, &end);
+  if (*end != '\0' || d != d) return refuse(s, "ERR value is not a valid float");
+  return 1;
+}
+
 Str member_at(RedisModuleCallReply *list, size_t i) {
   Str id = {"", 0};
   id.p = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(list, i), &id.n);
@@ -287,6 +296,21 @@ RedisModuleCallReply *checked(Sweep *s, RedisModuleCallReply *r) {
 
 long long reply_int(RedisModuleCallReply *r) {
   return r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_INTEGER ? RedisModule_CallReplyInteger(r) : 0;
+}
+
+int remove_members(Sweep *s, RedisModuleString *zset, RedisModuleCallReply *list) {
+  size_t n = RedisModule_CallReplyLength(list);
+  if (n == 0) return 1;
+  RedisModuleString **members = RedisModule_Alloc(sizeof(*members) * n);
+  for (size_t i = 0; i < n; i++) {
+    Str id = member_at(list, i);
+    members[i] = RedisModule_CreateString(s->ctx, id.p, id.n);
+  }
+  RedisModuleCallReply *r = WRITE(s, "ZREM", "sv", zset, members, n);
+  for (size_t i = 0; i < n; i++) RedisModule_FreeString(s->ctx, members[i]);
+  RedisModule_Free(members);
+  if (r) RedisModule_FreeCallReply(r);
+  return r != NULL;
 }
 
 int add_event(Sweep *s, RedisModuleString *events, const char *event, Str id, const char *f1, Str v1,

@@ -77,6 +77,9 @@ int read_events_cap(Sweep *s, RedisModuleString *meta);
 /* The members of a zset scored up to now, at most `limit`, oldest first (Lua's ZRANGEBYSCORE). */
 RedisModuleCallReply *due_members(Sweep *s, RedisModuleString *zset, long long limit);
 
+/* A score ZADD accepts (the row's prio): refused with Redis's words otherwise. */
+int score_ok(Sweep *s, Str score);
+
 /* The i-th member of an array reply of strings (the selected members). */
 Str member_at(RedisModuleCallReply *list, size_t i);
 
@@ -87,6 +90,9 @@ Str member_at(RedisModuleCallReply *list, size_t i);
 RedisModuleCallReply *checked(Sweep *s, RedisModuleCallReply *r);
 #define WRITE(s, cmd, fmt, ...) checked((s), RedisModule_Call((s)->ctx, cmd, "!" fmt, __VA_ARGS__))
 long long reply_int(RedisModuleCallReply *r);
+/* ZREM of every member of `list` in one call: the script removes them one by one as its loop
+ * reaches them, and nothing else the pass does reads the set, so the end is the same. */
+int remove_members(Sweep *s, RedisModuleString *zset, RedisModuleCallReply *list);
 /* XADD events MAXLEN ~ emax * event <event> id <id> [f1 v1 [f2 v2]] */
 int add_event(Sweep *s, RedisModuleString *events, const char *event, Str id, const char *f1, Str v1,
               const char *f2, Str v2);

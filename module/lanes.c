@@ -37,7 +37,8 @@ static int running_ok(Sweep *s, Str group, int as_integer) {
   return number_field_ok(s, running, group);
 }
 
-int release_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *group) {
+int release_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *group, RedisModuleString *prio) {
+  if (prio && !score_ok(s, str_of(prio))) return 0;
   if (!expect_type(s, K->wake, REDISMODULE_KEYTYPE_STREAM)) return 0;
   if (!group) return expect_type(s, K->pending, REDISMODULE_KEYTYPE_ZSET);
   Str g = str_of(group);

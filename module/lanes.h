@@ -10,9 +10,10 @@ typedef struct {
   RedisModuleString *pending, *events, *wake, *meta, *ring;
 } QueueKeys;
 
-/* Read pass: every key a release into `group` (NULL: flat pending) may touch has its type, and
- * the lane's counters are numbers the write pass can use. Replies the refusal, returns 0. */
-int release_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *group);
+/* Read pass: every key a release into `group` (NULL: flat pending) may touch has its type, the
+ * lane's counters are numbers the write pass can use, and the row's `prio` (NULL: 0) is a score.
+ * Replies the refusal, returns 0. */
+int release_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *group, RedisModuleString *prio);
 /* Read pass: the same for a grouped job leaving active (lane_done). */
 int lane_done_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *group);
 

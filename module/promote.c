@@ -46,43 +46,45 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return refuse(s, "ERR the schedule could not be read"), REDISMODULE_OK;
   size_t n = RedisModule_CallReplyLength(due);
   if (!read_events_cap(s, s->key[META])) return REDISMODULE_OK;
-  int flat = 0;
-  for (size_t i = 0; i < n; i++) {
-    Str id = member_at(due, i);
-    RedisModuleString *jk = job_key(s, id);
-    if (!expect_type(s, jk, REDISMODULE_KEYTYPE_HASH)) return REDISMODULE_OK;
-    RedisModuleString *row[3];
-    hash_fields(s, jk, ROW, row);
+  /* The rows read here are the rows the writes see: no write of this call touches another
+   * member's row. */
+  RedisModuleString **jks = RedisModule_Alloc(sizeof(*jks) * (n + 1));
+  RedisModuleString **rows = RedisModule_Alloc(sizeof(*rows) * 3 * (n + 1));
+  int ok = 1, flat = 0;
+  for (size_t i = 0; i < n && ok; i++) {
+    RedisModuleString **row = rows + 3 * i;
+    jks[i] = job_key(s, member_at(due, i));
+    row[STATE] = row[GROUP] = row[PRIO] = NULL;
+    if (!(ok = expect_type(s, jks[i], REDISMODULE_KEYTYPE_HASH))) break;
+    hash_fields(s, jks[i], ROW, row);
     if (!row[STATE] || !str_eq(str_of(row[STATE]), "scheduled")) continue;
-    if (!expect_type(s, K.events, REDISMODULE_KEYTYPE_STREAM)) return REDISMODULE_OK;
     if (!row[GROUP]) flat = 1;
-    if (!release_keys_ok(s, &K, row[GROUP])) return REDISMODULE_OK;
-    RedisModule_FreeString(ctx, jk);
+    ok = expect_type(s, K.events, REDISMODULE_KEYTYPE_STREAM) && release_keys_ok(s, &K, row[GROUP], row[PRIO]);
+  }
+  if (!ok) {
+    RedisModule_Free(jks);
+    RedisModule_Free(rows);
+    return REDISMODULE_OK;
   }
   long long pending_card = flat ? (long long)key_length(s, K.pending) : 0;
 
   /* ── write pass: the script's loop ── */
   int woke = 0;
+  remove_members(s, s->key[SCHEDULE], due);
   for (size_t i = 0; i < n && !s->failure; i++) {
     Str id = member_at(due, i);
-    RedisModuleCallReply *r = WRITE(s, "ZREM", "sb", s->key[SCHEDULE], id.p, id.n);
-    if (!r) break;
-    RedisModule_FreeCallReply(r);
-    RedisModuleString *jk = job_key(s, id);
-    RedisModuleString *row[3];
-    hash_fields(s, jk, ROW, row);
+    RedisModuleString **row = rows + 3 * i;
     /* A ghost (row gone) leaves the set and is not resurrected; only a scheduled row moves. */
     if (row[STATE] && str_eq(str_of(row[STATE]), "scheduled")) {
-      r = WRITE(s, "HSET", "scc", jk, "state", "pending");
+      RedisModuleCallReply *r = WRITE(s, "HSET", "scc", jks[i], "state", "pending");
       if (!r) break;
       RedisModule_FreeCallReply(r);
       if (release(s, &K, id, row[GROUP], row[PRIO] ? str_of(row[PRIO]) : cstr("0"), &pending_card)) woke = 1;
       add_event(s, K.events, "waiting", id, NULL, cstr(""), NULL, cstr(""));
     }
-    for (int f = 0; f < 3; f++)
-      if (row[f]) RedisModule_FreeString(ctx, row[f]);
-    RedisModule_FreeString(ctx, jk);
   }
+  RedisModule_Free(jks);
+  RedisModule_Free(rows);
   if (woke && !s->failure) wake(s, &K);
   if (s->failure) return reply_failure(s), REDISMODULE_OK;
 

@@ -26,16 +26,12 @@ enum { STATE, GROUP, PRIO, CANCEL, DEDUPE, PARENT, STALLED };
 
 static int is(RedisModuleString *v, const char *text) { return v && str_eq(str_of(v), text); }
 
-static void free_row(RedisModuleCtx *ctx, RedisModuleString **row) {
-  for (int f = 0; f < 7; f++)
-    if (row[f]) RedisModule_FreeString(ctx, row[f]);
-}
-
-/* Read pass for one expired member: the keys its recovery, death or cancellation touches. */
-static int member_ok(Sweep *s, const QueueKeys *K, Str id, long long max_stalled) {
-  RedisModuleString *jk = job_key(s, id);
+/* Read pass for one expired member: the keys its recovery, death or cancellation touches. Its
+ * row is kept in `row` for the write pass: no write of this call touches an active job's row
+ * but its own (a parent told of a child's end is waiting_children, not active). */
+static int member_ok(Sweep *s, const QueueKeys *K, RedisModuleString *jk, RedisModuleString **row, long long max_stalled) {
+  for (int f = 0; f < 7; f++) row[f] = NULL;
   if (!expect_type(s, jk, REDISMODULE_KEYTYPE_HASH)) return 0;
-  RedisModuleString *row[7];
   hash_fields(s, jk, ROW, row);
   int ok = 1;
   if (is(row[STATE], "active")) {
@@ -51,10 +47,8 @@ static int member_ok(Sweep *s, const QueueKeys *K, Str id, long long max_stalled
       ok = expect_type(s, s->key[DEAD], REDISMODULE_KEYTYPE_ZSET) &&
            ended_keys_ok(s, K, row[DEDUPE], row[PARENT]);
     else if (ok)
-      ok = release_keys_ok(s, K, row[GROUP]);
+      ok = release_keys_ok(s, K, row[GROUP], row[PRIO]);
   }
-  free_row(s->ctx, row);
-  RedisModule_FreeString(s->ctx, jk);
   return ok;
 }
 
@@ -85,11 +79,18 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (!expired || RedisModule_CallReplyType(expired) != REDISMODULE_REPLY_ARRAY)
     return refuse(s, "ERR the active set could not be read"), REDISMODULE_OK;
   size_t n = RedisModule_CallReplyLength(expired);
-  for (size_t i = 0; i < n; i++) {
-    Str id = member_at(expired, i);
-    if (!member_ok(s, &K, id, max_stalled)) return REDISMODULE_OK;
+  RedisModuleString **jks = RedisModule_Alloc(sizeof(*jks) * (n + 1));
+  RedisModuleString **rows = RedisModule_Alloc(sizeof(*rows) * 7 * (n + 1));
+  int ok = 1;
+  for (size_t i = 0; i < n && ok; i++) {
+    jks[i] = job_key(s, member_at(expired, i));
+    ok = member_ok(s, &K, jks[i], rows + 7 * i, max_stalled);
   }
-  if (!expect_type(s, K.pending, REDISMODULE_KEYTYPE_ZSET)) return REDISMODULE_OK;
+  if (!ok || !expect_type(s, K.pending, REDISMODULE_KEYTYPE_ZSET)) {
+    RedisModule_Free(jks);
+    RedisModule_Free(rows);
+    return REDISMODULE_OK;
+  }
   long long pending_card = (long long)key_length(s, K.pending);
 
   /* ── write pass: lib/recover.lua's loop ── */
@@ -98,14 +99,11 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   Ids recovered = {RedisModule_Alloc(sizeof(Str) * (n + 1)), 0};
   Ids dead = {RedisModule_Alloc(sizeof(Str) * (n + 1)), 0};
   int woke = 0;
+  remove_members(s, s->key[ACTIVE], expired);
   for (size_t i = 0; i < n && !s->failure; i++) {
     Str id = member_at(expired, i);
-    RedisModuleCallReply *r = WRITE(s, "ZREM", "sb", s->key[ACTIVE], id.p, id.n);
-    if (!r) break;
-    RedisModule_FreeCallReply(r);
-    RedisModuleString *jk = job_key(s, id);
-    RedisModuleString *row[7];
-    hash_fields(s, jk, ROW, row);
+    RedisModuleString *jk = jks[i], **row = rows + 7 * i;
+    RedisModuleCallReply *r;
     if (is(row[STATE], "active")) {
       if (row[GROUP] && lane_done(s, &K, row[GROUP])) woke = 1;
       r = WRITE(s, "HINCRBY", "scl", jk, "stalled", 1LL);
@@ -146,9 +144,9 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         if (row[PARENT] && child_ended(s, &K, row[PARENT], id, ended, &pending_card)) woke = 1;
       }
     }
-    free_row(ctx, row);
-    RedisModule_FreeString(ctx, jk);
   }
+  RedisModule_Free(jks);
+  RedisModule_Free(rows);
   if (woke && !s->failure) wake(s, &K);
   if (s->failure) {
     reply_failure(s);
