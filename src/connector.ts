@@ -4,6 +4,7 @@
 // observers (metrics and tests hook in here with observe(); callers add no timing of their own).
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from './errors.js';
+import type { ModuleMode } from './native-module.js';
 import type { Script } from './scripts.js';
 import { isMemoryUrl, type MemoryEngine, openMemory } from './wire/memory/index.js';
 
@@ -21,6 +22,12 @@ export interface ConnectOptions {
   redis?: RedisClient;
   /** Extra ioredis options for connections EchoMQ opens from `url`. */
   redisOptions?: RedisOptions;
+  /**
+   * The native module (module/, README "The native module"): 'auto' (default) sends the sweeps
+   * as its commands where the server offers them, 'off' always as scripts, 'require' refuses to
+   * connect without it.
+   */
+  module?: ModuleMode;
 }
 
 /** Called after every script call: verb, duration in ms, and the error when it failed. */
@@ -30,6 +37,9 @@ export class Connector {
   private closed = false;
   private readonly extra = new Set<RedisClient>();
   private readonly observers = new Set<ScriptObserver>();
+  /** Script name -> module command, for the scripts the server runs natively (set at connect). */
+  readonly native = new Map<string, string>();
+  moduleMode: ModuleMode = 'off';
 
   private constructor(
     readonly client: RedisClient,
@@ -84,19 +94,50 @@ export class Connector {
     this.assertOpen();
     const started = this.observers.size > 0 ? performance.now() : undefined;
     try {
-      let reply: unknown;
-      try {
-        reply = await this.client.evalsha(script.sha, keys.length, ...keys, ...argv);
-      } catch (err) {
-        if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-        reply = await this.client.eval(script.body, keys.length, ...keys, ...argv);
-      }
+      const command = this.native.get(script.name);
+      const reply = command
+        ? await this.runNative(command, script, keys, argv)
+        : await this.runScript(script, keys, argv);
       this.report(script.name, started);
       return reply;
     } catch (err) {
       const mapped = fromScriptError(err);
       this.report(script.name, started, mapped);
       throw mapped;
+    }
+  }
+
+  private async runScript(script: Script, keys: readonly string[], argv: readonly (string | number)[]) {
+    try {
+      return await this.client.evalsha(script.sha, keys.length, ...keys, ...argv);
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+      return await this.client.eval(script.body, keys.length, ...keys, ...argv);
+    }
+  }
+
+  /**
+   * The module's command, with the script's KEYS and ARGV. A server that no longer knows it (a
+   * restart without the module, a failover to a node without it) gets this call and the later
+   * ones as the script, unless the module was required.
+   */
+  private async runNative(
+    command: string,
+    script: Script,
+    keys: readonly string[],
+    argv: readonly (string | number)[],
+  ) {
+    try {
+      return await this.client.call(command, keys.length, ...keys, ...argv);
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('ERR unknown command')) throw err;
+      if (this.moduleMode === 'require') {
+        throw new EchoMQError('EMQNOMODULE', `the server no longer offers ${command} (module: 'require')`, {
+          cause: err,
+        });
+      }
+      this.native.clear();
+      return this.runScript(script, keys, argv);
     }
   }
 

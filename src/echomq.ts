@@ -3,6 +3,7 @@ import { Cluster } from 'ioredis';
 import { type ConnectOptions, Connector, type RedisClient } from './connector.js';
 import { addFlow, type FlowJob, type FlowResult } from './flows.js';
 import { Queue, type QueueOptions } from './jobs.js';
+import { detectNativeCommands } from './native-module.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
 
@@ -20,6 +21,10 @@ export class EchoMQ {
     try {
       await connector.client.ping();
       await selectDatabase(connector.client);
+      connector.moduleMode = opts.module ?? 'auto';
+      for (const [script, command] of await detectNativeCommands(connector.client, connector.moduleMode)) {
+        connector.native.set(script, command);
+      }
     } catch (err) {
       await connector.close();
       throw err;

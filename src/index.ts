@@ -44,6 +44,7 @@ export {
 } from './jobs.js';
 export { PROTOCOL_VERSION } from './keyspace.js';
 export { type LaneInfo, type LaneSettings, Lanes, type RateLimit } from './lanes.js';
+export { type ModuleMode, NATIVE_COMMANDS } from './native-module.js';
 export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
 export {
   type CatchUp,

@@ -2,6 +2,8 @@
 // call must end in a typed EchoMQError with a known code or a valid result, never an untyped or
 // raw Lua error; and a refused call must leave every key under the queue's prefix as it was
 // (DUMP of each key before and after). Runs are bounded so the file stays well under 40 s.
+// The server loads the native module when it can be built (test/support/native-module.ts), so
+// promote and sweep_stalled are fuzzed as the module's commands, the runtime's way to them.
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,8 +13,9 @@ import type { Queue } from '../src/jobs.js';
 import { PROTOCOL_VERSION } from '../src/keyspace.js';
 import { loadScripts, type ScriptName } from '../src/scripts.js';
 import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { loadModuleArgs } from './support/native-module.js';
 
-const env = useRedisServer();
+const env = useRedisServer({ args: loadModuleArgs() });
 
 const CODES: readonly ErrorCode[] = [
   'EMQKIND',
