@@ -5,6 +5,7 @@
 // (one object per workload). Progress goes to stderr, results to stdout.
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { RedisServer } from '../test/support/redis-server.js';
 import type { Adapter } from './adapters/adapter.js';
@@ -22,16 +23,19 @@ interface Options {
   only: string[] | undefined;
   /** redis-server's --hz (its internal tick; Redis's default 10 when unset). */
   hz: number | undefined;
+  /** Load the native module (module/build/echomq.so) into the bench's redis-server. */
+  module: boolean;
 }
 
 class UsageError extends Error {}
 
-const USAGE = `usage: tsx bench/run.ts [--quick | --tiny] [--only <workload,...>] [--rounds <n>] [--hz <n>]
+const USAGE = `usage: tsx bench/run.ts [--quick | --tiny] [--only <workload,...>] [--rounds <n>] [--hz <n>] [--module]
   --quick   small N, 1 round (a smoke run, under two minutes)
   --tiny    very small N, 1 round (the test suite's run)
   --only    workload ids or prefixes (e.g. process, ceiling, latency-500)
   --rounds  rounds per workload and library (default 3; 1 with --quick or --tiny)
   --hz      start redis-server with this --hz (default: Redis's own, 10)
+  --module  load the native module (npm run build:module first): EchoMQ sweeps with its commands
 workloads: ${[...WORKLOADS.map((w) => w.id), ...CEILINGS.map((c) => c.id)].join(', ')}`;
 
 function parseArgs(argv: string[]): Options {
@@ -39,6 +43,7 @@ function parseArgs(argv: string[]): Options {
   let rounds: number | undefined;
   let only: string[] | undefined;
   let hz: number | undefined;
+  let module = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--quick' || a === '--tiny') mode = a === '--quick' ? 'quick' : 'tiny';
@@ -52,12 +57,13 @@ function parseArgs(argv: string[]): Options {
       hz = Number(a === '--hz' ? argv[++i] : a.slice(5));
       if (!Number.isInteger(hz) || hz < 1 || hz > 500)
         throw new UsageError('--hz wants a whole number 1-500');
-    } else if (a === '--help' || a === '-h') {
+    } else if (a === '--module') module = true;
+    else if (a === '--help' || a === '-h') {
       console.log(USAGE);
       process.exit(0);
     } else throw new UsageError(`unknown argument ${a}`);
   }
-  return { mode, rounds: rounds ?? (mode === 'full' ? 3 : 1), only, hz };
+  return { mode, rounds: rounds ?? (mode === 'full' ? 3 : 1), only, hz, module };
 }
 
 function selects(only: string[] | undefined, id: string): boolean {
@@ -426,7 +432,14 @@ async function main(): Promise<number> {
   const ceilings = CEILINGS.filter((c) => selects(opts.only, c.id));
   const runTimeout = opts.mode === 'full' ? 300_000 : 120_000;
 
-  const server = await RedisServer.start({ args: opts.hz === undefined ? [] : ['--hz', String(opts.hz)] });
+  const server = await RedisServer.start({
+    args: [
+      ...(opts.hz === undefined ? [] : ['--hz', String(opts.hz)]),
+      ...(opts.module
+        ? ['--loadmodule', fileURLToPath(new URL('../module/build/echomq.so', import.meta.url))]
+        : []),
+    ],
+  });
   const loadBefore = loadavg()[0]!;
   const admin = server.client();
   const results = new Results();
@@ -434,7 +447,7 @@ async function main(): Promise<number> {
   try {
     const info = await admin.info('server');
     const redisVersion = /^redis_version:(\S+)/m.exec(info)?.[1] ?? '?';
-    const hz = /^hz:(\d+)/m.exec(info)?.[1] ?? '?';
+    const hz = `${/^hz:(\d+)/m.exec(info)?.[1] ?? '?'}${opts.module ? ', the native module loaded' : ''}`;
     const bullVersion = (
       JSON.parse(readFileSync(new URL('../node_modules/bullmq/package.json', import.meta.url), 'utf8')) as {
         version: string;

@@ -205,11 +205,14 @@ void hash_fields(Sweep *s, RedisModuleString *key, const char *const *fields, Re
   while (fields[n]) out[n] = NULL, n++;
   RedisModuleKey *k = RedisModule_OpenKey(s->ctx, key, REDISMODULE_READ);
   if (RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_HASH) {
-    /* HashGet takes (field, &value) pairs up to a NULL; eight fields at most. */
-    const char *f[8] = {0};
-    for (int i = 0; i < n && i < 8; i++) f[i] = fields[i];
-    RedisModule_HashGet(k, REDISMODULE_HASH_CFIELDS, f[0], &out[0], f[1], &out[1], f[2], &out[2], f[3],
-                        &out[3], f[4], &out[4], f[5], &out[5], f[6], &out[6], f[7], &out[7], NULL);
+    /* HashGet takes (field, &value) pairs up to a NULL: eight at a time. */
+    for (int at = 0; at < n; at += 8) {
+      const char *f[8] = {0};
+      for (int i = 0; i < 8 && at + i < n; i++) f[i] = fields[at + i];
+      RedisModuleString **o = out + at;
+      RedisModule_HashGet(k, REDISMODULE_HASH_CFIELDS, f[0], &o[0], f[1], &o[1], f[2], &o[2], f[3], &o[3], f[4],
+                          &o[4], f[5], &o[5], f[6], &o[6], f[7], &o[7], NULL);
+    }
   }
   RedisModule_CloseKey(k);
 }

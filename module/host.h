@@ -65,7 +65,7 @@ void lua_number_text(double v, char *buf, size_t size);
 int key_type(Sweep *s, RedisModuleString *key);
 /* 1 when the key is absent or of `type`; else replies WRONGTYPE and returns 0. */
 int expect_type(Sweep *s, RedisModuleString *key, int type);
-/* The hash's fields (NULL where absent): up to 8 C-string field names, NULL-terminated. */
+/* The hash's fields (NULL where absent): C-string field names, NULL-terminated. */
 void hash_fields(Sweep *s, RedisModuleString *key, const char *const *fields, RedisModuleString **out);
 RedisModuleString *hash_field(Sweep *s, RedisModuleString *key, const char *field);
 RedisModuleString *hash_field_str(Sweep *s, RedisModuleString *key, Str field);
@@ -90,8 +90,8 @@ Str member_at(RedisModuleCallReply *list, size_t i);
 RedisModuleCallReply *checked(Sweep *s, RedisModuleCallReply *r);
 #define WRITE(s, cmd, fmt, ...) checked((s), RedisModule_Call((s)->ctx, cmd, "!" fmt, __VA_ARGS__))
 long long reply_int(RedisModuleCallReply *r);
-/* ZREM of every member of `list` in one call: the script removes them one by one as its loop
- * reaches them, and nothing else the pass does reads the set, so the end is the same. */
+/* ZREM of every member of `list` in one call, where the script removes them one by one as its
+ * loop reaches them: for a set nothing else in the pass reads (sweep_stalled's active). */
 int remove_members(Sweep *s, RedisModuleString *zset, RedisModuleCallReply *list);
 /* XADD events MAXLEN ~ emax * event <event> id <id> [f1 v1 [f2 v2]] */
 int add_event(Sweep *s, RedisModuleString *events, const char *event, Str id, const char *f1, Str v1,

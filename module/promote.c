@@ -5,8 +5,8 @@
  *   EMQ.PROMOTE 6 schedule pending events wake meta ring prefix batch [mode]
  *   EMQ.PROMOTE 2 schedule pending prefix batch [mode]      (the seeds' form; the rest by prefix)
  */
-#include "lanes.h"
 #include "promote.h"
+#include "recurrence.h"
 
 static const char *const KEYS[] = {"schedule", "pending", "events", "wake", "meta", "ring"};
 enum { SCHEDULE, PENDING, EVENTS, WAKE, META, RING, NKEYS };
@@ -59,7 +59,8 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     hash_fields(s, jks[i], ROW, row);
     if (!row[STATE] || !str_eq(str_of(row[STATE]), "scheduled")) continue;
     if (!row[GROUP]) flat = 1;
-    ok = expect_type(s, K.events, REDISMODULE_KEYTYPE_STREAM) && release_keys_ok(s, &K, row[GROUP], row[PRIO]);
+    ok = expect_type(s, K.events, REDISMODULE_KEYTYPE_STREAM) && release_keys_ok(s, &K, row[GROUP], row[PRIO]) &&
+         follow_ok(s, &K, s->key[SCHEDULE], member_at(due, i));
   }
   if (!ok) {
     RedisModule_Free(jks);
@@ -70,10 +71,14 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 
   /* ── write pass: the script's loop ── */
   int woke = 0;
-  remove_members(s, s->key[SCHEDULE], due);
   for (size_t i = 0; i < n && !s->failure; i++) {
     Str id = member_at(due, i);
     RedisModuleString **row = rows + 3 * i;
+    /* One ZREM a member, as the loop reaches it: a hand-off below asks whether the occurrence it
+     * made heads the schedule, which the members not yet removed take part in. */
+    RedisModuleCallReply *rm = WRITE(s, "ZREM", "sb", s->key[SCHEDULE], id.p, id.n);
+    if (!rm) break;
+    RedisModule_FreeCallReply(rm);
     /* A ghost (row gone) leaves the set and is not resurrected; only a scheduled row moves. */
     if (row[STATE] && str_eq(str_of(row[STATE]), "scheduled")) {
       RedisModuleCallReply *r = WRITE(s, "HSET", "scc", jks[i], "state", "pending");
@@ -81,6 +86,7 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
       RedisModule_FreeCallReply(r);
       if (release(s, &K, id, row[GROUP], row[PRIO] ? str_of(row[PRIO]) : cstr("0"), &pending_card)) woke = 1;
       add_event(s, K.events, "waiting", id, NULL, cstr(""), NULL, cstr(""));
+      if (!s->failure) scheduler_follow(s, &K, s->key[SCHEDULE], id); /* its next one exists before it runs */
     }
   }
   RedisModule_Free(jks);

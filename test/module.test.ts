@@ -224,8 +224,17 @@ interface JobSpec {
   inActive: 'expired' | 'live' | 'no';
 }
 
+interface SchedulerSpec {
+  repeat: string;
+  count: number;
+  pointsAtIt: boolean;
+  ended: boolean;
+  template: boolean;
+}
+
 interface QueueState {
   jobs: JobSpec[];
+  schedulers: SchedulerSpec[];
   concurrency: [string, number][];
   running: [string, number][];
   paused: string[];
@@ -248,8 +257,45 @@ const job: fc.Arbitrary<JobSpec> = fc.record({
   inActive: fc.constantFrom('expired', 'live', 'no'),
 });
 
+/** Repeat options as the runtime stores them (JSON), and some it never would. */
+const repeatJson = fc.oneof(
+  fc
+    .record(
+      {
+        // Periods whose next instant does not depend on the clock (the two runs read it apart); the
+        // conformance cases cover the grid after now.
+        every: fc.constantFrom(5_000_000_000_000, 10_000_000_000_000),
+        immediately: fc.constant(true),
+        limit: fc.integer({ min: 1, max: 3 }),
+        startDate: fc.constantFrom(500, 9_999_999_999_999),
+        endDate: fc.constantFrom(2000, 9_999_999_999_999),
+        pattern: fc.constant('0 3 * * *'),
+      },
+      { requiredKeys: [] },
+    )
+    .map((r) => JSON.stringify(r)),
+  fc.constantFrom(
+    'not json',
+    '[]',
+    '5',
+    '{"every":0}',
+    '{"every":"5"}',
+    '{"every":1000,"every":0}',
+    ' {"every" : 1e3 } ',
+  ),
+);
+
+const scheduler: fc.Arbitrary<SchedulerSpec> = fc.record({
+  repeat: repeatJson,
+  count: fc.integer({ min: 0, max: 3 }),
+  pointsAtIt: fc.boolean(),
+  ended: fc.boolean(),
+  template: fc.boolean(),
+});
+
 const queueState: fc.Arbitrary<QueueState> = fc.record({
   jobs: fc.array(job, { minLength: 1, maxLength: 8 }),
+  schedulers: fc.array(scheduler, { maxLength: 3 }),
   concurrency: fc.array(fc.tuple(fc.constantFrom('g1', 'g2', '*'), fc.integer({ min: 1, max: 2 })), {
     maxLength: 2,
   }),
@@ -290,6 +336,27 @@ function setup(st: QueueState, p: string): string[][] {
       cmds.push(['ZADD', `${p}schedule`, j.inSchedule === 'due' ? String(1000 + i) : '9999999999999', id]);
     if (j.inActive !== 'no')
       cmds.push(['ZADD', `${p}active`, j.inActive === 'expired' ? String(1000 + i) : '9999999999999', id]);
+  });
+  st.schedulers.forEach((sc, k) => {
+    const id = `JOB000000000${k}:s:sc${k}`;
+    const record = ['repeat', sc.repeat, 'count', String(sc.count), 'job', sc.pointsAtIt ? id : 'JOBother'];
+    if (sc.ended) record.push('ended', 'limit');
+    if (sc.template) record.push('data', '{"t":1}', 'name', `sc${k}`, 'prio', '2', 'group', 'g1');
+    cmds.push(['HSET', `${p}scheduler:sc${k}`, ...record]);
+    cmds.push(['ZADD', `${p}schedulers`, String(1000 + k), `sc${k}`]);
+    cmds.push([
+      'HSET',
+      `${p}job:${id}`,
+      'state',
+      'scheduled',
+      'payload',
+      '{}',
+      'created',
+      '500',
+      'runat',
+      String(1000 + k),
+    ]);
+    cmds.push(['ZADD', `${p}schedule`, String(1000 + k), id]);
   });
   for (const [g, n] of st.concurrency) cmds.push(['HSET', `${p}lanes:concurrency`, g, String(n)]);
   for (const [g, n] of st.running) cmds.push(['HSET', `${p}lanes:running`, g, String(n)]);
