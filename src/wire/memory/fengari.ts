@@ -101,17 +101,39 @@ export function fengari(): Fengari {
   return loaded;
 }
 
-/** C's printf `%.<precision>g`. */
+/** C's printf `%.<precision>g`, ties to even as glibc rounds the exact binary value. */
 export function formatG(n: number, precision: number): string {
   if (Number.isNaN(n)) return 'nan';
   if (!Number.isFinite(n)) return n > 0 ? 'inf' : '-inf';
   if (n === 0) return Object.is(n, -0) ? '-0' : '0';
-  const [mantissa, exp] = n.toExponential(precision - 1).split('e') as [string, string];
-  const e = Number(exp);
+  const [digits, e] = roundedDigits(Math.abs(n), precision);
+  const sign = n < 0 ? '-' : '';
   if (e < -4 || e >= precision) {
-    return `${stripZeros(mantissa)}e${e < 0 ? '-' : '+'}${String(Math.abs(e)).padStart(2, '0')}`;
+    const mantissa = digits.length > 1 ? `${digits[0]}.${digits.slice(1)}` : digits;
+    return `${sign}${stripZeros(mantissa)}e${e < 0 ? '-' : '+'}${String(Math.abs(e)).padStart(2, '0')}`;
   }
-  return stripZeros(n.toFixed(precision - 1 - e));
+  const fixed =
+    e >= 0 ? `${digits.slice(0, e + 1)}.${digits.slice(e + 1)}` : `0.${'0'.repeat(-e - 1)}${digits}`;
+  return sign + stripZeros(fixed);
+}
+
+/**
+ * The first `precision` significant digits of a positive number and its decimal exponent.
+ * JavaScript's toExponential breaks an exact tie upwards; C breaks it to even, so a tie
+ * (the exact expansion is the kept digits then 5 and nothing else) is decided here.
+ */
+function roundedDigits(x: number, precision: number): [string, number] {
+  const [longMantissa, longExp] = x.toExponential(Math.min(100, precision + 30)).split('e') as [
+    string,
+    string,
+  ];
+  const exact = longMantissa.replace('.', '');
+  const rest = exact.slice(precision);
+  if (/^50*$/.test(rest) && Number(exact[precision - 1]) % 2 === 0) {
+    return [exact.slice(0, precision), Number(longExp)];
+  }
+  const [mantissa, exp] = x.toExponential(precision - 1).split('e') as [string, string];
+  return [mantissa.replace('.', ''), Number(exp)];
 }
 
 function stripZeros(s: string): string {
