@@ -4,7 +4,7 @@
 // gets to what Redis allows. Only the scripts' contracts are used: KEYS come from each
 // script's `-- KEYS:` header, exactly as the runtime builds them.
 import { EchoMQ, mintJobId } from '../src/index.js';
-import { type Script, script } from '../src/scripts.js';
+import { type Script, script } from '../src/wire/scripts.js';
 import { payload, type RunContext, type Sizes } from './workloads.js';
 
 export interface Ceiling {

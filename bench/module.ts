@@ -9,8 +9,8 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { NATIVE_COMMANDS } from '../src/native-module.js';
-import { script } from '../src/scripts.js';
+import { NATIVE_COMMANDS } from '../src/wire/native-module.js';
+import { script } from '../src/wire/scripts.js';
 import { RedisServer } from '../test/support/redis-server.js';
 import { median } from './stats.js';
 

@@ -6,8 +6,9 @@
 // idempotent on the id, and a `duplicate` reply to a retry means the first try was stored.
 // Started by the harness as `node --import tsx chaos/producer.ts` with:
 //   REDIS_URL, CHAOS_QUEUE, CHAOS_RECORDS, CHAOS_SEED, CHAOS_JOBS, CHAOS_FILL_MS, CHAOS_GIVE_UP_MS
+
+import { mintJobId } from '../src/core/ids.js';
 import { EchoMQ } from '../src/echomq.js';
-import { mintJobId } from '../src/ids.js';
 import { between, mulberry32 } from './faults.js';
 import {
   type ChaosData,

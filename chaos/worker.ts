@@ -6,8 +6,9 @@
 // Signals: SIGUSR2 makes the next handler block the event loop for CHAOS_SLOW_MS (longer than
 // the lease: no extension can run, so the lease expires under a live handler); SIGTERM closes
 // the consumer gracefully (unfinished jobs are handed back) and exits.
+
+import { EchoMQError } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError } from '../src/errors.js';
 import { type ChaosData, openRecords, QUEUE } from './records.js';
 
 function env(name: string, fallback?: string): string {

@@ -2,8 +2,8 @@
 // Uses REDIS_URL, else a Redis answering on 127.0.0.1:6379, else a throw-away redis-server from
 // PATH that it stops on the way out. Ends by itself after DEMO_SECONDS (default 5) or on Ctrl-C.
 import { Redis } from 'ioredis';
-import { findOrStartRedis } from '../src/dev-server.js';
 import { EchoMQ, EchoMQError, type Job, mintJobId } from '../src/index.js';
+import { findOrStartRedis } from '../tools/dev-redis.js';
 
 interface Task {
   kind: 'resize' | 'report' | 'flaky';

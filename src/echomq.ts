@@ -1,9 +1,9 @@
 // EchoMQ: a connection to Redis and the queues on it.
 import { Cluster } from 'ioredis';
-import { type ConnectOptions, Connector, type RedisClient } from './connector.js';
 import { addFlow, type FlowJob, type FlowResult } from './flows.js';
-import { Queue, type QueueOptions } from './jobs.js';
-import { detectNativeCommands } from './native-module.js';
+import { Queue, type QueueOptions } from './queue.js';
+import { type ConnectOptions, Connector, type RedisClient } from './wire/connector.js';
+import { detectNativeCommands } from './wire/native-module.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
 

@@ -6,9 +6,10 @@
 //
 // Every job of a flow lives in one queue: a script can only touch keys of one hash slot on a
 // Redis Cluster, and every queue is its own hash tag (`emq:{<queue>}:`).
+
+import { EchoMQError } from './core/errors.js';
 import type { EchoMQ } from './echomq.js';
-import { EchoMQError } from './errors.js';
-import type { EnqueueOptions } from './jobs.js';
+import type { EnqueueOptions } from './queue.js';
 
 /** Options of one job in a flow: enqueue's, without dedupe, plus what a parent may set. */
 export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {

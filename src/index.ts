@@ -1,5 +1,3 @@
-export { Backoff, type BackoffPolicy } from './backoff.js';
-export type { ConnectOptions, RedisClient } from './connector.js';
 export {
   type ConsumeOptions,
   Consumer,
@@ -9,12 +7,19 @@ export {
   type JobContext,
   type Recovery,
   UnrecoverableError,
-} from './consumer.js';
+} from './consumer/consumer.js';
+export { Backoff, type BackoffPolicy } from './core/backoff.js';
+export { EchoMQError, type ErrorCode } from './core/errors.js';
+export { isJobId, mintJobId } from './core/ids.js';
 export { EchoMQ, type EchoMQOptions } from './echomq.js';
-export { EchoMQError, type ErrorCode } from './errors.js';
-export { type EventName, type EventsOptions, eventsOf, type QueueEvent, QueueEvents } from './events.js';
+export {
+  type EventName,
+  type EventsOptions,
+  eventsOf,
+  type QueueEvent,
+  QueueEvents,
+} from './events/reader.js';
 export type { FlowJob, FlowJobOptions, FlowNode, FlowResult } from './flows.js';
-export { isJobId, mintJobId } from './ids.js';
 export {
   type ConsumerInfo,
   Inspector,
@@ -29,6 +34,7 @@ export {
   type SchedulerSummary,
   type SchedulersResult,
 } from './inspect.js';
+export { type LaneInfo, type LaneSettings, Lanes, type RateLimit } from './lanes.js';
 export {
   type CleanOptions,
   type DedupeOptions,
@@ -41,11 +47,8 @@ export {
   type QueueOptions,
   type QueueSettings,
   type ScheduleStatus,
-} from './jobs.js';
-export { PROTOCOL_VERSION } from './keyspace.js';
-export { type LaneInfo, type LaneSettings, Lanes, type RateLimit } from './lanes.js';
-export { type ModuleMode, NATIVE_COMMANDS } from './native-module.js';
-export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
+} from './queue.js';
+export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './recurring/next-run.js';
 export {
   type CatchUp,
   occurrenceId,
@@ -53,7 +56,7 @@ export {
   type RegisterOptions,
   Repeat,
   type RepeatView,
-} from './repeat.js';
+} from './recurring/repeat.js';
 export {
   type AdvanceResult,
   JobSchedulers,
@@ -63,4 +66,7 @@ export {
   type StoredRepeat,
   type UpsertResult,
   type UpsertStatus,
-} from './scheduler.js';
+} from './recurring/schedulers.js';
+export type { ConnectOptions, RedisClient } from './wire/connector.js';
+export { PROTOCOL_VERSION } from './wire/keyspace.js';
+export { type ModuleMode, NATIVE_COMMANDS } from './wire/native-module.js';

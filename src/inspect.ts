@@ -2,12 +2,13 @@
 // straight from a queue's keys. It never writes (no script calls, so not even the protocol
 // stamp), and it pages through the sorted sets, never a scan of the keyspace. Write actions
 // (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
+
+import { EchoMQError } from './core/errors.js';
+import { isJobId } from './core/ids.js';
 import type { EchoMQ } from './echomq.js';
-import { EchoMQError } from './errors.js';
-import { eventsOf, type QueueEvent } from './events.js';
-import { isJobId } from './ids.js';
-import { JOB_STATES, type JobState, type JobView, jobView, type Queue } from './jobs.js';
+import { eventsOf, type QueueEvent } from './events/reader.js';
 import type { LaneInfo } from './lanes.js';
+import { JOB_STATES, type JobState, type JobView, jobView, type Queue } from './queue.js';
 
 /** The global registry of queue names (every queue adds itself on its first script call). */
 export const QUEUES_KEY = 'emq:queues';

@@ -2,9 +2,9 @@
 // round-robin, one job per lane per turn, each lane within its own concurrency and rate
 // limit across all consumers. This module configures and inspects lanes; the serving itself
 // happens inside the claim script, atomically, on the server clock.
-import { EchoMQError, optionsObject, showValue } from './errors.js';
-import type { Queue } from './jobs.js';
-import { assertName } from './keyspace.js';
+import { EchoMQError, optionsObject, showValue } from './core/errors.js';
+import type { Queue } from './queue.js';
+import { assertName } from './wire/keyspace.js';
 
 export interface RateLimit {
   /** At most this many claims … */

@@ -1,8 +1,8 @@
 // Backoff is pure: every case passes its own attempts and random source, so nothing here sleeps.
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../chaos/faults.js';
-import { Backoff, type BackoffPolicy, delayMs } from '../src/backoff.js';
-import { EchoMQError } from '../src/errors.js';
+import { Backoff, type BackoffPolicy, delayMs } from '../src/core/backoff.js';
+import { EchoMQError } from '../src/core/errors.js';
 
 const exp: BackoffPolicy = { kind: 'exponential', base: 100, cap: 10_000 };
 

@@ -4,7 +4,7 @@
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EchoMQ } from '../src/echomq.js';
-import type { QueueEvent, QueueEvents } from '../src/events.js';
+import type { QueueEvent, QueueEvents } from '../src/events/reader.js';
 import { RedisCluster } from './support/redis-cluster.js';
 
 let cluster: RedisCluster;

@@ -4,10 +4,10 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer.js';
+import type { Consumer } from '../src/consumer/consumer.js';
 import { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/jobs.js';
-import { script } from '../src/scripts.js';
+import type { Queue } from '../src/queue.js';
+import { script } from '../src/wire/scripts.js';
 import { uniqueQueue, useRedisServer } from './support/harness.js';
 import { deferred, pause, within } from './support/wait.js';
 

@@ -7,11 +7,16 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { type ConsumeOptions, type Consumer, type Handler, UnrecoverableError } from '../src/consumer.js';
+import {
+  type ConsumeOptions,
+  type Consumer,
+  type Handler,
+  UnrecoverableError,
+} from '../src/consumer/consumer.js';
+import { EchoMQError } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError } from '../src/errors.js';
-import type { Queue } from '../src/jobs.js';
-import { script } from '../src/scripts.js';
+import type { Queue } from '../src/queue.js';
+import { script } from '../src/wire/scripts.js';
 import { redisOnly, useQueue, useRedisServer } from './support/harness.js';
 import {
   closeAll,

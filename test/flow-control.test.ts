@@ -4,8 +4,8 @@
 // progress. Tests observe events, rows and idle(); none sleeps to "let it run".
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer.js';
-import type { Queue } from '../src/jobs.js';
+import type { Consumer } from '../src/consumer/consumer.js';
+import type { Queue } from '../src/queue.js';
 import { useQueue, useRedisServer } from './support/harness.js';
 import {
   busiestWindow,

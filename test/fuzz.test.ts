@@ -7,11 +7,11 @@
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EchoMQError, type ErrorCode } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
-import { EchoMQError, type ErrorCode } from '../src/errors.js';
-import type { Queue } from '../src/jobs.js';
-import { PROTOCOL_VERSION } from '../src/keyspace.js';
-import { loadScripts, type ScriptName } from '../src/scripts.js';
+import type { Queue } from '../src/queue.js';
+import { PROTOCOL_VERSION } from '../src/wire/keyspace.js';
+import { loadScripts, type ScriptName } from '../src/wire/scripts.js';
 import { uniqueQueue, useRedisServer } from './support/harness.js';
 import { loadModuleArgs } from './support/native-module.js';
 

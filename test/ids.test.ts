@@ -1,7 +1,7 @@
 // Job ids: minted ids sort in mint order within a process, whatever the clock does.
 import { describe, expect, it } from 'vitest';
-import { EchoMQError } from '../src/errors.js';
-import { assertJobId, createIdMinter, isJobId, MINTED_JOB_ID_LENGTH, mintJobId } from '../src/ids.js';
+import { EchoMQError } from '../src/core/errors.js';
+import { assertJobId, createIdMinter, isJobId, MINTED_JOB_ID_LENGTH, mintJobId } from '../src/core/ids.js';
 
 const SHAPE = /^JOB[0-9A-HJKMNP-TV-Z]{20}$/;
 

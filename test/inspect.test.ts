@@ -3,10 +3,10 @@
 // across flat pending and lanes, and proof that reading writes nothing.
 import type { Redis } from 'ioredis';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { EchoMQError } from '../src/core/errors.js';
 import type { EchoMQ } from '../src/echomq.js';
-import { EchoMQError } from '../src/errors.js';
 import { Inspector } from '../src/inspect.js';
-import type { EnqueueOptions, Queue } from '../src/jobs.js';
+import type { EnqueueOptions, Queue } from '../src/queue.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

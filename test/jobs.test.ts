@@ -3,9 +3,9 @@
 // appends to `emq:{<queue>}:events`.
 import type { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
+import type { ErrorCode } from '../src/core/errors.js';
 import type { EchoMQ } from '../src/echomq.js';
-import type { ErrorCode } from '../src/errors.js';
-import type { EnqueueOptions, Queue } from '../src/jobs.js';
+import type { EnqueueOptions, Queue } from '../src/queue.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 import { expectRefused, poll, scoreOf, serverNow as serverClock, streamFields } from './support/observe.js';
 

@@ -6,8 +6,8 @@
 // consumers park on a timer instead of polling.
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer.js';
-import type { Queue } from '../src/jobs.js';
+import type { Consumer } from '../src/consumer/consumer.js';
+import type { Queue } from '../src/queue.js';
 import { redisOnly, useQueue, useRedisServer } from './support/harness.js';
 import {
   busiestWindow,

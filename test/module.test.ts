@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NATIVE_COMMANDS } from '../src/native-module.js';
+import { NATIVE_COMMANDS } from '../src/wire/native-module.js';
 import { type CallRunner, files, replay, runScript, scripts } from './support/conformance.js';
 import { useRedisServer } from './support/harness.js';
 import { loadModuleArgs, nativeModule } from './support/native-module.js';

@@ -1,8 +1,8 @@
 // calculateNextMillis is pure: every case passes an explicit reference time (no sleeps, no Date.now).
 import { Cron } from 'croner';
 import { describe, expect, it } from 'vitest';
-import { EchoMQError } from '../src/errors.js';
-import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from '../src/next-run.js';
+import { EchoMQError } from '../src/core/errors.js';
+import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from '../src/recurring/next-run.js';
 
 const T = (iso: string): number => {
   const ms = Date.parse(iso);

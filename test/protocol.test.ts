@@ -6,7 +6,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROTOCOL_DIR } from '../src/scripts.js';
+import { PROTOCOL_DIR } from '../src/wire/scripts.js';
 import { embedLibs, readProtocolLib } from '../tools/embed-lua.js';
 import { files, replay, scripts, show } from './support/conformance.js';
 import { useRedisServer } from './support/harness.js';

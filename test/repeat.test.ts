@@ -5,11 +5,11 @@
 // for seconds, and past instants stand in for periods no pump ran.
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer.js';
+import type { Consumer } from '../src/consumer/consumer.js';
+import type { ErrorCode } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
-import type { ErrorCode } from '../src/errors.js';
-import type { Queue } from '../src/jobs.js';
-import { occurrenceId } from '../src/repeat.js';
+import type { Queue } from '../src/queue.js';
+import { occurrenceId } from '../src/recurring/repeat.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 import {
   closeAll,

@@ -4,7 +4,7 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { EchoMQ } from '../src/echomq.js';
-import type { EnqueueOptions, Queue } from '../src/jobs.js';
+import type { EnqueueOptions, Queue } from '../src/queue.js';
 import { useQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

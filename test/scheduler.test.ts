@@ -6,13 +6,13 @@
 // at every slot, each once. Periods are tens to hundreds of ms.
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer.js';
+import type { Consumer } from '../src/consumer/consumer.js';
+import type { ErrorCode } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
-import type { ErrorCode } from '../src/errors.js';
-import type { Queue } from '../src/jobs.js';
-import { calculateNextMillis } from '../src/next-run.js';
-import { occurrenceId } from '../src/repeat.js';
-import { nextOccurrence } from '../src/scheduler.js';
+import type { Queue } from '../src/queue.js';
+import { calculateNextMillis } from '../src/recurring/next-run.js';
+import { occurrenceId } from '../src/recurring/repeat.js';
+import { nextOccurrence } from '../src/recurring/schedulers.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 import { closeAll, deferred, poll, refusal, serverNow as serverClock, within } from './support/observe.js';
 

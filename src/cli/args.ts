@@ -1,7 +1,7 @@
 // Parsers of option values: each turns the text into the value the command uses, or throws
 // commander's InvalidArgumentError, which commander reports with the option's name (exit 1).
 import { InvalidArgumentError } from 'commander';
-import { parseDuration } from '../duration.js';
+import { parseDuration } from '../core/duration.js';
 
 /** A whole number from `min` to `max`. */
 export function wholeArg(min: number, max = Number.MAX_SAFE_INTEGER) {

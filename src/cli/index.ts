@@ -15,7 +15,7 @@ import { readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command, CommanderError } from 'commander';
-import { EchoMQError } from '../errors.js';
+import { EchoMQError } from '../core/errors.js';
 import { registerReads } from './read.js';
 import { registerServe } from './serve.js';
 import { type CliContext, CliError, DEFAULT_URL, EXIT, isConnectionError } from './session.js';

@@ -1,7 +1,7 @@
 // The commands that only read: queues, stats, jobs, job, schedulers, tail. They go through the
 // Inspector (tail through an events reader) and never call a verb.
 import { type Command, Option } from 'commander';
-import { JOB_STATES, type JobState } from '../jobs.js';
+import { JOB_STATES, type JobState } from '../queue.js';
 import { fromArg, wholeArg } from './args.js';
 import {
   eventJson,

@@ -1,10 +1,10 @@
 // What the CLI prints: tables for people (columns padded, numbers right-aligned, times as UTC
 // plus "ago"), colour only on a terminal (FORCE_COLOR and NO_COLOR honoured), JSON for programs,
 // and a progress bar for long work, always on stderr so stdout stays the result.
-import { formatDuration } from '../duration.js';
-import type { QueueEvent } from '../events.js';
+import { formatDuration } from '../core/duration.js';
+import type { QueueEvent } from '../events/reader.js';
 import type { JobDetail, QueueStats, QueueSummary, SchedulersResult } from '../inspect.js';
-import { JOB_STATES, type JobState, type JobView } from '../jobs.js';
+import { JOB_STATES, type JobState, type JobView } from '../queue.js';
 
 // ── output ──────────────────────────────────────────────────────────────────
 

@@ -3,8 +3,8 @@
 // one verb, print the value as JSON under --json or as text for people, close.
 import type { Command } from 'commander';
 import { Redis } from 'ioredis';
+import { isJobId } from '../core/ids.js';
 import { EchoMQ } from '../echomq.js';
-import { isJobId } from '../ids.js';
 import { Inspector } from '../inspect.js';
 import { printJson, write } from './render.js';
 

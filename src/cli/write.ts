@@ -1,8 +1,8 @@
 // The commands that change something, each through the Queue's verbs (one verb, or a verb in
 // batches with a progress bar): enqueue, retry, cancel, remove, pause, resume, clean.
 import { type Command, Option } from 'commander';
-import { formatDuration } from '../duration.js';
-import type { EnqueueOptions } from '../jobs.js';
+import { formatDuration } from '../core/duration.js';
+import type { EnqueueOptions } from '../queue.js';
 import { durationArg, instantArg, wholeArg } from './args.js';
 import { printJson, progress, when, write } from './render.js';
 import {

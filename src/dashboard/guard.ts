@@ -7,7 +7,7 @@
 // and the security headers every response carries.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { EchoMQError } from '../errors.js';
+import { EchoMQError } from '../core/errors.js';
 
 /** A CSP without inline script or style, nosniff, no framing, no caching. */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {

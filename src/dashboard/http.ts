@@ -2,7 +2,7 @@
 // EchoMQ's errors map to statuses, replies that always carry the security headers, and a
 // request body read with a size limit and parsed as a form or a JSON object of strings.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { EchoMQError } from '../errors.js';
+import { EchoMQError } from '../core/errors.js';
 import { SECURITY_HEADERS } from './guard.js';
 
 const MAX_BODY_BYTES = 16 * 1024;

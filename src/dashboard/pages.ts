@@ -3,8 +3,8 @@
 // a job carries is ever markup. The page script (assets.ts) only updates text and attributes.
 
 import type { JobDetail, MinuteRate, QueueStats, QueueSummary, SchedulersResult } from '../inspect.js';
-import type { JobState, JobView } from '../jobs.js';
-import { JOB_STATES } from '../jobs.js';
+import type { JobState, JobView } from '../queue.js';
+import { JOB_STATES } from '../queue.js';
 
 export interface PageContext {
   /** The mount path links start with ('' at the root). */

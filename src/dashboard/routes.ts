@@ -8,7 +8,7 @@ import type { Registry } from 'prom-client';
 import type { EchoMQ } from '../echomq.js';
 import type { EventHub } from '../events/hub.js';
 import type { Inspector } from '../inspect.js';
-import { JOB_STATES, type JobState, type Queue } from '../jobs.js';
+import { JOB_STATES, type JobState, type Queue } from '../queue.js';
 import type { EchoMQMetrics } from '../telemetry/metrics.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
 import { SECURITY_HEADERS } from './guard.js';

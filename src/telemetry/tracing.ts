@@ -25,9 +25,9 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { ConsumeOptions, Consumer, Handler } from '../consumer.js';
-import { mintJobId } from '../ids.js';
-import type { EnqueueOptions, EnqueueStatus, Queue, ScheduleStatus } from '../jobs.js';
+import type { ConsumeOptions, Consumer, Handler } from '../consumer/consumer.js';
+import { mintJobId } from '../core/ids.js';
+import type { EnqueueOptions, EnqueueStatus, Queue, ScheduleStatus } from '../queue.js';
 
 export interface TracingOptions {
   /** The tracer spans are made with. Default: trace.getTracer('echomq'), the global provider's. */

@@ -4,9 +4,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseDuration } from '../../src/duration.js';
+import { parseDuration } from '../../src/core/duration.js';
 import { EchoMQ } from '../../src/echomq.js';
-import type { EnqueueOptions, Queue } from '../../src/jobs.js';
+import type { EnqueueOptions, Queue } from '../../src/queue.js';
 import { uniqueQueue, useRedisServer } from '../support/harness.js';
 import { freePort } from '../support/redis-server.js';
 import { ROOT } from '../support/run-process.js';

@@ -9,11 +9,11 @@ import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
-import type { Consumer, Handler } from '../../src/consumer.js';
+import type { Consumer, Handler } from '../../src/consumer/consumer.js';
 import { DASHBOARD_JS } from '../../src/dashboard/assets.js';
 import { type DashboardOptions, dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
 import type { EchoMQ } from '../../src/echomq.js';
-import type { EnqueueOptions, Queue } from '../../src/jobs.js';
+import type { EnqueueOptions, Queue } from '../../src/queue.js';
 import { useQueue, useRedisServer } from '../support/harness.js';
 import { ROOT } from '../support/run-process.js';
 

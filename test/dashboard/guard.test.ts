@@ -2,8 +2,8 @@
 // token, the origin, and the return address of a form. No server, no Redis.
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
+import { EchoMQError } from '../../src/core/errors.js';
 import { Guard, hostName, safeReturn } from '../../src/dashboard/guard.js';
-import { EchoMQError } from '../../src/errors.js';
 
 const TOKEN = 'a-csrf-token-of-32-characters-ok';
 

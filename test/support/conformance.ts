@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { loadScripts, PROTOCOL_DIR, type Script } from '../../src/scripts.js';
+import { loadScripts, PROTOCOL_DIR, type Script } from '../../src/wire/scripts.js';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 

@@ -2,7 +2,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, it } from 'vitest';
 import { EchoMQ } from '../../src/echomq.js';
-import type { Queue } from '../../src/jobs.js';
+import type { Queue } from '../../src/queue.js';
 import { MemoryServer, onMemory } from './memory-server.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
 

@@ -3,11 +3,11 @@
 // processes would have) that afterEach closes.
 import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
-import type { ConsumeOptions, Consumer, Handler } from '../../src/consumer.js';
+import type { ConsumeOptions, Consumer, Handler } from '../../src/consumer/consumer.js';
+import { EchoMQError, type ErrorCode } from '../../src/core/errors.js';
 import { EchoMQ } from '../../src/echomq.js';
-import { EchoMQError, type ErrorCode } from '../../src/errors.js';
-import { eventsOf } from '../../src/events.js';
-import type { Queue } from '../../src/jobs.js';
+import { eventsOf } from '../../src/events/reader.js';
+import type { Queue } from '../../src/queue.js';
 
 export { type Deferred, deferred, pause, poll, within } from './wait.js';
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '../../src/dev-server.js';
+import { freePort } from '../../tools/dev-redis.js';
 
 export { freePort };
 

@@ -6,7 +6,7 @@ import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startDashboard } from '../../src/dashboard/index.js';
 import { EchoMQ } from '../../src/echomq.js';
-import type { Queue } from '../../src/jobs.js';
+import type { Queue } from '../../src/queue.js';
 import { type ObservedConsumer, registerMetrics, streamMs } from '../../src/telemetry/metrics.js';
 import { uniqueQueue, useRedisServer } from '../support/harness.js';
 

@@ -16,8 +16,8 @@ import {
 } from '@opentelemetry/api';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { Consumer } from '../../src/consumer.js';
-import type { Queue } from '../../src/jobs.js';
+import type { Consumer } from '../../src/consumer/consumer.js';
+import type { Queue } from '../../src/queue.js';
 import { formatTraceContext, parseTraceContext, withTracing } from '../../src/telemetry/tracing.js';
 import { useQueue, useRedisServer } from '../support/harness.js';
 import { closeAll } from '../support/observe.js';

@@ -1,7 +1,7 @@
 // The memory engine's server clock: what TIME answers, stream ids and key expiry read, and what
 // every script sees as "now". It runs with the wall clock, from an offset that `advance` and
 // `set` move; watchers (parked blocking reads) hear of every move so they can re-check.
-import { EchoMQError } from '../../errors.js';
+import { EchoMQError } from '../../core/errors.js';
 
 export class MemoryClock {
   /** Microseconds added to the wall clock. */

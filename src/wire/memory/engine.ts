@@ -9,7 +9,7 @@
 //      wrote has finished.
 // `memory://` is an engine of its own per connect; `memory://<name>` is shared by every
 // connection in the process that names it.
-import { EchoMQError } from '../../errors.js';
+import { EchoMQError } from '../../core/errors.js';
 import { MemoryClock } from './clock.js';
 import {
   Blocked,

@@ -1,7 +1,7 @@
 // The memory engine's door: what the connector calls for a `memory://` URL. Options that only
 // mean something on a Redis server are refused here, loudly, rather than silently ignored.
 import type { Redis, RedisOptions } from 'ioredis';
-import { EchoMQError } from '../../errors.js';
+import { EchoMQError } from '../../core/errors.js';
 import { memoryClient } from './connection.js';
 import { MemoryEngine } from './engine.js';
 

@@ -1,7 +1,7 @@
 // The key taxonomy: every key of a queue lives under `emq:{<queue>}:`. The braces are the
 // Redis Cluster hash tag, so one queue's keys share a slot (scripts may touch them all) and
 // many queues spread over a cluster's shards.
-import { EchoMQError } from './errors.js';
+import { EchoMQError } from '../core/errors.js';
 
 /** The protocol version stamped into `emq:{<queue>}:meta` (field `version`). */
 export const PROTOCOL_VERSION = '1';

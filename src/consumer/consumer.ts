@@ -15,11 +15,11 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
-import { Backoff, type BackoffPolicy } from './backoff.js';
-import { encodeJson, parseMaybe } from './codec.js';
-import type { RedisClient } from './connector.js';
-import { EchoMQError, optionsObject, showValue } from './errors.js';
-import type { Queue } from './jobs.js';
+import { Backoff, type BackoffPolicy } from '../core/backoff.js';
+import { encodeJson, parseMaybe } from '../core/codec.js';
+import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import type { Queue } from '../queue.js';
+import type { RedisClient } from '../wire/connector.js';
 
 export type Recovery = 'reap' | 'stalled' | 'off';
 

@@ -15,10 +15,10 @@
 //
 // Keys: `P schedulers` (zset: scheduler id scored by its upcoming occurrence's instant, +inf once
 // ended) and `P scheduler:<id>` (hash: repeat options, template, current occurrence, count).
-import { Backoff, type BackoffPolicy } from './backoff.js';
-import { encodeJson, parseMaybe } from './codec.js';
-import { EchoMQError, optionsObject } from './errors.js';
-import { assertName } from './keyspace.js';
+import { Backoff, type BackoffPolicy } from '../core/backoff.js';
+import { encodeJson, parseMaybe } from '../core/codec.js';
+import { EchoMQError, optionsObject } from '../core/errors.js';
+import { assertName } from '../wire/keyspace.js';
 import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
 import { assertRecurrenceName, type RecurrenceHost, wholeNumber } from './repeat.js';
 

@@ -1,18 +1,19 @@
 // The job verbs of one queue: admit (enqueue, enqueueAt, enqueueIn, enqueueMany), look up
 // (get, counts), end (cancel, remove, retry) and the sweeps (promote, reap, sweepStalled). Each verb
 // is one protocol script; the consumer and the event reader build on this module.
-import { Backoff, type BackoffPolicy } from './backoff.js';
-import { encodeJson, parseMaybe } from './codec.js';
-import type { Connector } from './connector.js';
-import { type ConsumeOptions, Consumer, type Handler } from './consumer.js';
-import { EchoMQError, optionsObject, showValue } from './errors.js';
-import { type EventsOptions, QueueEvents, waitFor } from './events.js';
-import { assertJobId, mintJobId } from './ids.js';
-import { assertName, Keyspace, PROTOCOL_VERSION } from './keyspace.js';
+
+import { type ConsumeOptions, Consumer, type Handler } from './consumer/consumer.js';
+import { Backoff, type BackoffPolicy } from './core/backoff.js';
+import { encodeJson, parseMaybe } from './core/codec.js';
+import { EchoMQError, optionsObject, showValue } from './core/errors.js';
+import { assertJobId, mintJobId } from './core/ids.js';
+import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
 import { Lanes, type RateLimit, rateSpec } from './lanes.js';
-import { Repeat } from './repeat.js';
-import { JobSchedulers } from './scheduler.js';
-import { type Script, type ScriptName, script } from './scripts.js';
+import { Repeat } from './recurring/repeat.js';
+import { JobSchedulers } from './recurring/schedulers.js';
+import type { Connector } from './wire/connector.js';
+import { assertName, Keyspace, PROTOCOL_VERSION } from './wire/keyspace.js';
+import { type Script, type ScriptName, script } from './wire/scripts.js';
 
 /** The states a job row can be in; the same words in Lua, TypeScript, the CLI and dashboard. */
 export type JobState =

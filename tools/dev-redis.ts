@@ -10,7 +10,7 @@ import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { Redis } from 'ioredis';
-import { EchoMQError } from './errors.js';
+import { EchoMQError } from '../src/core/errors.js';
 
 export interface FindOrStartOptions {
   /** The Redis to use when it answers. Default: the REDIS_URL environment variable. */

@@ -2,8 +2,8 @@
 // the two sweeps run as server commands instead of scripts, with the script's KEYS and ARGV
 // and the same effects and replies. Detected once at connect with COMMAND INFO.
 import { Cluster } from 'ioredis';
+import { EchoMQError } from '../core/errors.js';
 import type { RedisClient } from './connector.js';
-import { EchoMQError } from './errors.js';
 
 /** The scripts the module offers as commands, by script name. */
 export const NATIVE_COMMANDS = {

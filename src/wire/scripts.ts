@@ -48,7 +48,7 @@ export type ScriptName =
   | 'flow_add';
 
 /** protocol/ sits beside src/ and dist/ alike. */
-export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'protocol');
+export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'protocol');
 
 export function parseScript(name: string, body: string): Script {
   const line = /^-- KEYS:(.*)$/m.exec(body);

@@ -3,10 +3,10 @@
 // new server), turns `EMQxxx` error replies into EchoMQErrors, and reports each call to the
 // observers (metrics and tests hook in here with observe(); callers add no timing of their own).
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
-import { EchoMQError, fromScriptError } from './errors.js';
+import { EchoMQError, fromScriptError } from '../core/errors.js';
+import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
 import type { ModuleMode } from './native-module.js';
 import type { Script } from './scripts.js';
-import { isMemoryUrl, type MemoryEngine, openMemory } from './wire/memory/index.js';
 
 export type RedisClient = Redis | Cluster;
 

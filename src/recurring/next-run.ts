@@ -12,7 +12,7 @@
 //   returns the first occurrence, which is before the reference time; we never do.
 
 import { Cron } from 'croner';
-import { EchoMQError } from './errors.js';
+import { EchoMQError } from '../core/errors.js';
 
 /** How a scheduler repeats. Set exactly one of `every` or `pattern`, or `immediately` alone. */
 export interface RepeatOptions {

@@ -4,11 +4,11 @@
 // mints one fresh branded job per due occurrence and moves the name to its next instant, all on
 // the server clock. An occurrence's id is derived from (name, instant), so pumps racing on one
 // occurrence mint it once. The consumer's beat runs the pump; `pump()` is here for tools and tests.
-import { encodeJson, parseMaybe } from './codec.js';
-import type { Connector } from './connector.js';
-import { EchoMQError, optionsObject, showValue } from './errors.js';
-import type { Keyspace } from './keyspace.js';
-import type { ScriptName } from './scripts.js';
+import { encodeJson, parseMaybe } from '../core/codec.js';
+import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import type { Connector } from '../wire/connector.js';
+import type { Keyspace } from '../wire/keyspace.js';
+import type { ScriptName } from '../wire/scripts.js';
 
 /** What Repeat and JobSchedulers need of a queue (Queue provides it). */
 export interface RecurrenceHost {

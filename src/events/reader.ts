@@ -3,9 +3,9 @@
 // knows the id of the last entry it delivered, so after a dropped connection it resumes from
 // there: no entry is skipped or delivered twice while the stream still holds it.
 import { EventEmitter } from 'node:events';
-import type { RedisClient } from './connector.js';
-import { EchoMQError, optionsObject, showValue } from './errors.js';
-import type { Queue } from './jobs.js';
+import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import type { Queue } from '../queue.js';
+import type { RedisClient } from '../wire/connector.js';
 
 /** The lifecycle vocabulary (BullMQ's), as written by the protocol scripts. */
 export type EventName =
