@@ -3,7 +3,9 @@
 // is one protocol script; the consumer and the event reader build on this module.
 
 import { type ConsumeOptions, Consumer, type Handler } from './consumer/consumer.js';
+import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
 import { Backoff, type BackoffPolicy } from './core/backoff.js';
+import { PRIORITY_MAX, wholeNumber } from './core/check.js';
 import { encodeJson, parseMaybe } from './core/codec.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId, mintJobId } from './core/ids.js';
@@ -126,18 +128,7 @@ export interface JobView<D = unknown, R = unknown> {
   finishedAt?: number;
 }
 
-const PRIORITY_MAX = 2 ** 21;
 const CHUNK = 1000;
-
-function wholeNumber(value: unknown, what: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new EchoMQError(
-      'EMQINPUT',
-      `${what} must be a whole number from ${min} to ${max}, got ${showValue(value)}`,
-    );
-  }
-  return value;
-}
 
 const KNOWN_OPTIONS = new Set(['id', 'name', 'priority', 'group', 'attempts', 'backoff', 'dedupe']);
 const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
@@ -424,6 +415,30 @@ export class Queue<D = unknown, R = unknown> {
     };
   }
 
+  // ── changing a job that has not started (src/control.ts) ────────────────────
+
+  /**
+   * Moves a scheduled or pending job to a new run-at: `{ at }` epoch ms or `{ in }` ms from now,
+   * on the Redis server's clock. Resolves with the new run-at. EMQSTATE when it started, ended or
+   * waits for its children (nothing changes).
+   */
+  reschedule(id: string, when: RunWhen): Promise<number> {
+    return reschedule(this as Queue<unknown, unknown>, id, when);
+  }
+
+  /** Gives a job that has not started a new priority (lower runs first; 0 = none). */
+  reprioritize(id: string, priority: number): Promise<void> {
+    return reprioritize(this as Queue<unknown, unknown>, id, priority);
+  }
+
+  /**
+   * Replaces the data of a job that has not started (scheduled, pending, waiting for children).
+   * EMQSTATE for a running or ended job: a handler changes its own job's data with ctx.update.
+   */
+  update(id: string, data: D): Promise<void> {
+    return updateData(this as Queue<unknown, unknown>, id, data);
+  }
+
   // ── ending a job ────────────────────────────────────────────────────────────
 
   /**
@@ -442,9 +457,9 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /**
-   * Returns a dead or cancelled job to pending (its lane when it has a group) with its attempts
-   * reset to 0; its error is kept as `lastError`. EMQNOJOB when there is no such job, EMQSTATE
-   * when it is in another state.
+   * Returns a dead, cancelled or completed job (a re-run) to pending (its lane when it has a
+   * group) with its attempts reset to 0; its error is kept as `lastError`, its result dropped.
+   * EMQNOJOB when there is no such job, EMQSTATE when it has not ended.
    */
   async retry(id: string): Promise<void> {
     assertJobId(id);
@@ -452,18 +467,22 @@ export class Queue<D = unknown, R = unknown> {
     if (status === 'EMQNOJOB') throw new EchoMQError('EMQNOJOB', `no job ${id} in queue ${this.name}`);
     if (status === 'EMQSTATE') {
       const state = await this.connector.client.hget(this.keys.job(id), 'state');
-      throw new EchoMQError('EMQSTATE', `job ${id} is ${state}: only dead or cancelled jobs can be retried`);
+      throw new EchoMQError('EMQSTATE', `job ${id} is ${state}: only a job that ended can be retried`);
     }
   }
 
   /**
-   * Retries every job that ended `state` ('dead' by default, or 'cancelled') before the call,
-   * oldest first, `batch` ids per script call (default 500: 100,000 jobs take about 200 calls).
-   * Jobs that end again while it runs are not taken twice. Resolves with how many were retried.
+   * Retries every job that ended `state` ('dead' by default, 'cancelled' or 'completed') before
+   * the call, oldest first, `batch` ids per script call (default 500: 100,000 jobs take about 200
+   * calls). `name` keeps only jobs of that name, `error` only jobs whose error message contains
+   * that text (or matches that RegExp). Jobs that end again while it runs are not taken twice.
+   * Resolves with how many were retried.
    */
   async retryAll(
     opts: {
-      state?: 'dead' | 'cancelled';
+      state?: 'dead' | 'cancelled' | 'completed';
+      name?: string;
+      error?: string | RegExp;
       batch?: number;
       /** Called after every batch: jobs retried so far, of `total` found at the start. */
       onProgress?: (progress: { retried: number; total: number }) => void;
@@ -471,13 +490,36 @@ export class Queue<D = unknown, R = unknown> {
   ): Promise<number> {
     this.connector.assertOpen();
     optionsObject(opts, 'retryAll options');
+    for (const key of Object.keys(opts)) {
+      if (!['state', 'name', 'error', 'batch', 'onProgress'].includes(key)) {
+        throw new EchoMQError(
+          'EMQINPUT',
+          `unknown retryAll option "${key}"; known: state, name, error, batch, onProgress`,
+        );
+      }
+    }
     const state = opts.state ?? 'dead';
-    if (state !== 'dead' && state !== 'cancelled') {
+    if (state !== 'dead' && state !== 'cancelled' && state !== 'completed') {
       throw new EchoMQError(
         'EMQINPUT',
-        `retryAll state must be 'dead' or 'cancelled', got ${showValue(state)}`,
+        `retryAll state must be 'dead', 'cancelled' or 'completed', got ${showValue(state)}`,
       );
     }
+    if (opts.name !== undefined && typeof opts.name !== 'string') {
+      throw new EchoMQError('EMQINPUT', `retryAll name must be a string, got ${showValue(opts.name)}`);
+    }
+    const error = opts.error;
+    if (error !== undefined && typeof error !== 'string' && !(error instanceof RegExp)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `retryAll error must be a string or a RegExp, got ${showValue(error)}`,
+      );
+    }
+    const filtered = opts.name !== undefined || error !== undefined;
+    const matches = (name: string | null, message: string | null) =>
+      (opts.name === undefined || name === opts.name) &&
+      (error === undefined ||
+        (message !== null && (typeof error === 'string' ? message.includes(error) : error.test(message))));
     const batch = wholeNumber(opts.batch ?? 500, 'batch', 1, 10_000);
     const c = this.connector.client;
     const set = this.keys.key(state);
@@ -487,10 +529,23 @@ export class Queue<D = unknown, R = unknown> {
     const cutoff = newest[1]!;
     const total = await c.zcount(set, '-inf', cutoff);
     let retried = 0;
-    let skip = 0; // members in another state stay in the set; page past them
+    let skip = 0; // members left in the set (another state, or filtered out); page past them
     for (;;) {
-      const ids = await c.zrangebyscore(set, '-inf', cutoff, 'LIMIT', skip, batch);
+      let ids = await c.zrangebyscore(set, '-inf', cutoff, 'LIMIT', skip, batch);
       if (ids.length === 0) break;
+      if (filtered) {
+        // The filter reads name and error beside the ids; retry still checks each state itself.
+        const pipeline = c.pipeline();
+        for (const id of ids) pipeline.hmget(this.keys.job(id), 'name', 'error');
+        const rows = ((await pipeline.exec()) ?? []).map(([err, row]) => {
+          if (err) throw err;
+          return row as (string | null)[];
+        });
+        const kept = ids.filter((_, i) => matches(rows[i]![0]!, rows[i]![1]!));
+        skip += ids.length - kept.length;
+        ids = kept;
+        if (ids.length === 0) continue;
+      }
       const statuses = (await this.run('retry', [this.keys.prefix, ...ids])) as string[];
       for (const s of statuses) {
         if (s === 'OK') retried += 1;
@@ -586,8 +641,19 @@ export class Queue<D = unknown, R = unknown> {
 
   // ── sweeps ──────────────────────────────────────────────────────────────────
 
+  /**
+   * `promote(id)`: the scheduled job `id` runs now (EMQSTATE when it is not scheduled).
+   * `promote(batch?)`: the sweep, the same as promoteDue(batch).
+   */
+  promote(id: string): Promise<void>;
+  promote(batch?: number): Promise<number>;
+  promote(target: string | number = 100): Promise<number | void> {
+    if (typeof target === 'string') return promoteJob(this as Queue<unknown, unknown>, target);
+    return this.promoteDue(target);
+  }
+
   /** Releases due scheduled jobs (server clock); returns how many due members were selected. */
-  async promote(batch = 100): Promise<number> {
+  async promoteDue(batch = 100): Promise<number> {
     return (await this.run('promote', [this.keys.prefix, wholeNumber(batch, 'batch', 1)])) as number;
   }
 

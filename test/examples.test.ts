@@ -27,6 +27,10 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   ['examples/dedupe.ts', ['throttle: deduplicated, kept the first: true', 'ran with sync', 'ran with echo']],
   ['examples/retention.ts', ['kept: {"completed":3,"dead":1}', 'cleaned: 1']],
   ['examples/progress.ts', ['progress {"done":1,"of":3}', 'last progress: {"done":3,"of":3}']],
+  [
+    'examples/job-control.ts',
+    ['sent: ana: see you, cy: disk 97%', 'digest is scheduled', 'alert ran 2 times', 'EMQSTATE'],
+  ],
   ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
   // Shown in the README's "Recurring jobs" section, which follows "Flow control".
   [

@@ -368,14 +368,44 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
+  it('promote(id), reschedule, reprioritize, update: a refused change writes nothing', async () => {
+    const { q } = await populated('fz-change');
+    const verbs = {
+      promote: (id: unknown) => q.promote(id as Any),
+      reschedule: (id: unknown, arg: unknown) => q.reschedule(id as Any, arg as Any),
+      reprioritize: (id: unknown, arg: unknown) => q.reprioritize(id as Any, arg as Any),
+      update: (id: unknown, arg: unknown) => q.update(id as Any, arg as Any),
+    };
+    const when = fc.oneof(
+      fc.record({ at: hostile, in: hostile }, { requiredKeys: [] }),
+      fc.record({ in: fc.oneof(hostile, fc.integer({ min: 0, max: 3_600_000 })) }),
+      fc.record({ at: fc.oneof(hostile, fc.integer({ min: 0, max: 2 ** 45 })) }),
+      hostile,
+    );
+    const args = {
+      promote: fc.constant(undefined),
+      reschedule: when,
+      reprioritize: hostile,
+      update: payload,
+    };
+    for (const [verb, call] of Object.entries(verbs)) {
+      await fc.assert(
+        fc.asyncProperty(jobIds, args[verb as keyof typeof args], async (id, arg) => {
+          await judge(q, verb, () => call(id, arg));
+        }),
+        { numRuns: RUNS },
+      );
+    }
+  });
+
   it('promote, reap, sweepStalled, pause/resume, clean', async () => {
     const { q } = await populated('fz-sweeps');
     await fc.assert(
       fc.asyncProperty(hostile, async (batch) => {
         await judge(
           q,
-          'promote',
-          () => q.promote(batch as Any),
+          'promoteDue',
+          () => q.promoteDue(batch as Any),
           (r) => expect(r).toBeTypeOf('number'),
         );
         await judge(
@@ -813,12 +843,29 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
     heartbeat: fc.tuple(prefix, field('c1'), field('{}')),
     retry: fc.tuple(prefix, times(fc.tuple(ids()), 0, 3)).map(([p, rest]) => [p, ...rest]),
     clean: fc.tuple(prefix, field('completed', 'dead', 'cancelled'), num('0'), num('10')),
+    promote_job: fc.tuple(prefix, ids()),
+    reschedule: fc.tuple(prefix, ids(), field('at', 'in'), num('0', '100', '1900000000000')),
+    reprioritize: fc.tuple(prefix, ids(), num('0', '5')),
+    update_data: fc.oneof(
+      fc.tuple(prefix, ids(), field('{}', '"x"')),
+      fc.tuple(prefix, ids(), field('{}'), tok),
+    ),
   } as Record<ScriptName, fc.Arbitrary<Arg[]>>;
 }
 
 /** Which ARGV entry names the job whose row is the script's `job` key. */
 function jobOf(name: string, argv: Arg[]): string | undefined {
-  const at = { schedule: 0, progress: 0, fail: 1, cancel: 1, remove: 1 }[name];
+  const at = {
+    schedule: 0,
+    progress: 0,
+    fail: 1,
+    cancel: 1,
+    remove: 1,
+    promote_job: 1,
+    reschedule: 1,
+    reprioritize: 1,
+    update_data: 1,
+  }[name];
   if (at === undefined) return undefined;
   return String(argv[at] ?? 'JOBnone');
 }

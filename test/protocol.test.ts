@@ -29,7 +29,7 @@ const KNOWN_KEYS = new Set([
   'consumers',
 ]);
 
-/** The BullMQ vocabulary the seeds fix for the events stream. */
+/** The BullMQ vocabulary the seeds fix for the events stream, and `updated` (SPEC.md section 16). */
 const EVENT_NAMES = new Set([
   'added',
   'waiting',
@@ -48,6 +48,7 @@ const EVENT_NAMES = new Set([
   'retries_exhausted',
   'waiting_children',
   'cleaned',
+  'updated',
 ]);
 
 const HEADER_LABELS = ['KEYS', 'ARGV', 'REPLY', 'ERRORS', 'EVENTS'] as const;

@@ -131,6 +131,6 @@ describe('retryAll', () => {
 
   it('resolves 0 for an empty set and refuses other states', async () => {
     expect(await q.retryAll()).toBe(0);
-    await expect(q.retryAll({ state: 'completed' as never })).rejects.toMatchObject({ code: 'EMQINPUT' });
+    await expect(q.retryAll({ state: 'active' as never })).rejects.toMatchObject({ code: 'EMQINPUT' });
   });
 });

@@ -1,10 +1,10 @@
--- retry: return dead or cancelled jobs to claimable work, their attempts reset to 0.
+-- retry: return dead, cancelled or completed jobs to claimable work, their attempts reset to 0.
 -- KEYS: dead cancelled pending events wake meta ring
 -- ARGV: prefix, then the ids to retry (one call takes a batch the caller chose, e.g. 500)
 -- REPLY: one status per id: 'OK' (now pending, in its lane when it has a group, with attempts
 --   0; its error moved to last_error and last_stack), 'EMQNOJOB' (no such row; a member of
---   dead or cancelled without a row leaves the set), 'EMQSTATE' (the job is neither dead nor
---   cancelled: nothing changes for it)
+--   dead, cancelled or completed without a row leaves the set), 'EMQSTATE' (the job has not
+--   ended: nothing changes for it)
 -- ERRORS: none (a job in another state is a per-job status, so one stale id does not fail a batch)
 -- EVENTS: waiting (id) per retried job
 -- >>> lib/lanes.lua
@@ -77,8 +77,9 @@ end
 -- <<< lib/args.lua
 if #ARGV < 1 then return refuse('retry', 'prefix, then ids') end
 local p = ARGV[1]
+-- completed is derived (a reprocess is an operator's rare action; the KEYS stay as they were).
 local K = { dead = KEYS[1], cancelled = KEYS[2], pending = KEYS[3], events = KEYS[4], wake = KEYS[5],
-  meta = KEYS[6], ring = KEYS[7] }
+  meta = KEYS[6], ring = KEYS[7], completed = p .. 'completed' }
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
 local out, woke = {}, false
 for i = 2, #ARGV do
@@ -86,7 +87,7 @@ for i = 2, #ARGV do
   local jk = p .. 'job:' .. id
   local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'error', 'stack')
   local state = row[1]
-  if state == 'dead' or state == 'cancelled' then
+  if state == 'dead' or state == 'cancelled' or state == 'completed' then
     redis.call('ZREM', K[state], id)
     -- The token stays: claim increments it, so a lease from the old run stays stale.
     redis.call('HDEL', jk, 'error', 'stack', 'finished', 'started', 'cancel', 'stalled', 'progress', 'result')
@@ -101,6 +102,7 @@ for i = 2, #ARGV do
   elseif not state then
     redis.call('ZREM', K.dead, id)
     redis.call('ZREM', K.cancelled, id)
+    redis.call('ZREM', K.completed, id)
     out[i - 1] = 'EMQNOJOB'
   else
     out[i - 1] = 'EMQSTATE'

@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
+import { updateData } from '../control.js';
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
@@ -68,6 +69,8 @@ export interface JobContext {
   progress(value: number | object): Promise<void>;
   /** A flow parent's completed children's results, child id -> result (null when none). */
   childrenResults(): Promise<Record<string, unknown>>;
+  /** Replaces this job's stored data (fenced by the lease; `job.data` stays what it was). */
+  update(data: unknown): Promise<void>;
 }
 
 export type Handler<D, R> = (job: Job<D>, ctx: JobContext) => Promise<R> | R;
@@ -155,6 +158,10 @@ class Running<D> implements Job<D>, JobContext {
 
   progress(value: number | object): Promise<void> {
     return this.consumer.progress(this, value);
+  }
+
+  update(data: unknown): Promise<void> {
+    return updateData(this.consumer.queue as Queue<unknown, unknown>, this.id, data, this.token);
   }
 
   async childrenResults(): Promise<Record<string, unknown>> {

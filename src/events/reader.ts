@@ -7,7 +7,7 @@ import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
 import type { Queue } from '../queue.js';
 import type { RedisClient } from '../wire/connector.js';
 
-/** The lifecycle vocabulary (BullMQ's), as written by the protocol scripts. */
+/** The lifecycle vocabulary (BullMQ's, and `updated`), as written by the protocol scripts. */
 export type EventName =
   | 'added'
   | 'waiting'
@@ -25,7 +25,8 @@ export type EventName =
   | 'deduplicated'
   | 'retries_exhausted'
   | 'waiting_children'
-  | 'cleaned';
+  | 'cleaned'
+  | 'updated';
 
 export interface QueueEvent {
   /** The event name. */

@@ -45,7 +45,11 @@ export type ScriptName =
   | 'heartbeat'
   | 'retry'
   | 'clean'
-  | 'flow_add';
+  | 'flow_add'
+  | 'promote_job'
+  | 'reschedule'
+  | 'reprioritize'
+  | 'update_data';
 
 /** protocol/ sits beside src/ and dist/ alike. */
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'protocol');

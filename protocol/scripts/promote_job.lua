@@ -1,0 +1,112 @@
+-- promote_job: run one scheduled job now, ahead of its run-at.
+-- KEYS: job schedule pending events wake meta ring
+-- ARGV: prefix id
+-- REPLY: 1 (the job is now pending, in its lane when it has a group; runat is now)
+-- ERRORS: EMQNOJOB no such row; EMQSTATE the job is not scheduled (pending, running, ended or
+--   waiting for children): nothing changes
+-- EVENTS: waiting (id)
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some. `bulk_flat`: a caller releasing many flat
+-- jobs checks pending's emptiness once itself, so no ZCARD per job.
+local function release(p, K, id, group, prio, bulk_flat)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  if bulk_flat then return false end
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+-- >>> lib/change.lua
+-- Changing a job that has not started (promote_job, reschedule, reprioritize, update_data): read
+-- the fields a change needs and refuse, before anything is written, a job that is gone
+-- (EMQNOJOB) or in a state the verb does not apply to (EMQSTATE: it started in between, say).
+-- `allowed` maps the states the verb applies to to true; `what` says what the verb needs.
+local function row_to_change(jk, id, allowed, what)
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'token')
+  if not row[1] then return nil, redis.error_reply('EMQNOJOB no job ' .. id) end
+  if not allowed[row[1]] then
+    return nil, redis.error_reply('EMQSTATE job ' .. id .. ' is ' .. row[1] .. ': ' .. what)
+  end
+  return row
+end
+
+-- The set a waiting job's id sits in: its lane or flat pending (pending), or the schedule.
+local function waiting_set(p, K, state, group)
+  if state == 'scheduled' then return K.schedule end
+  if group then return p .. 'g:' .. group .. ':pending' end
+  return K.pending
+end
+-- <<< lib/change.lua
+if #ARGV < 2 then return refuse('promote_job', 'prefix id') end
+local p, id = ARGV[1], ARGV[2]
+local K = { job = KEYS[1], schedule = KEYS[2], pending = KEYS[3], events = KEYS[4], wake = KEYS[5],
+  meta = KEYS[6], ring = KEYS[7] }
+local row, err = row_to_change(K.job, id, { scheduled = true }, 'only a scheduled job can be promoted')
+if not row then return err end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- The schedule's head can only move later here, so no 'w s': a consumer's timer for this job
+-- fires, promotes nothing and re-arms for the new head.
+redis.call('ZREM', K.schedule, id)
+redis.call('HSET', K.job, 'state', 'pending', 'runat', now)
+if release(p, K, id, row[2], row[3] or '0') then wake(K) end
+local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id)
+return 1
