@@ -647,7 +647,7 @@ export class Queue<D = unknown, R = unknown> {
    */
   promote(id: string): Promise<void>;
   promote(batch?: number): Promise<number>;
-  promote(target: string | number = 100): Promise<number | void> {
+  promote(target: string | number = 100): Promise<unknown> {
     if (typeof target === 'string') return promoteJob(this as Queue<unknown, unknown>, target);
     return this.promoteDue(target);
   }
