@@ -365,7 +365,7 @@ describe('retry, cancel, remove, pause, resume, clean, enqueue', CHILD_PROCESSES
 
     const again = await cli(['retry', q.name, id!]);
     expect(again.code).toBe(1);
-    expect(again.stderr).toContain(`job ${id} is pending: only dead or cancelled jobs can be retried`);
+    expect(again.stderr).toContain(`job ${id} is pending: only a job that ended can be retried`);
     expect((await cli(['retry', q.name, 'JOBnope'])).code).toBe(2);
     const neither = await cli(['retry', q.name]);
     expect(neither.code).toBe(1);
