@@ -3,7 +3,7 @@
 // measures with ctx.timed() (the runner snapshots Redis and Node CPU and commandstats
 // around it) and closes everything it opened, also when it fails.
 import type { Redis } from 'ioredis';
-import { type Adapter, type Data, inFlight, type Runner, type Session } from './adapters/adapter.js';
+import { type Adapter, type Data, inFlight, type Runner, type Session, sleep } from './adapters/adapter.js';
 import { latencySummary } from './stats.js';
 
 export interface Sizes {
@@ -22,6 +22,10 @@ export interface Sizes {
   /** Delayed jobs in the lateness workload, and their delay in ms. */
   delayedJobs: number;
   delayMs: number;
+  /** Delayed jobs (50-250 ms) sent among the steady stream of delayed-under-load. */
+  underLoadDelayed: number;
+  /** How long scheduler-slots watches its every-200 scheduler, ms. */
+  slotsMs: number;
   /** Jobs added (and processed) for the memory workloads. */
   memory: number;
   /** Jobs per ceiling measurement. */
@@ -38,6 +42,8 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     latencyRate: 500,
     delayedJobs: 1_000,
     delayMs: 1_000,
+    underLoadDelayed: 300,
+    slotsMs: 10_000,
     memory: 10_000,
     ceiling: 50_000,
   },
@@ -50,6 +56,8 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     latencyRate: 500,
     delayedJobs: 1_000,
     delayMs: 1_000,
+    underLoadDelayed: 150,
+    slotsMs: 5_000,
     memory: 5_000,
     ceiling: 20_000,
   },
@@ -62,6 +70,8 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     latencyRate: 500,
     delayedJobs: 100,
     delayMs: 1_000,
+    underLoadDelayed: 15,
+    slotsMs: 1_000,
     memory: 300,
     ceiling: 2_000,
   },
@@ -111,8 +121,6 @@ export function payload(fields: Data): Data {
 function payloads(n: number): Data[] {
   return Array.from({ length: n }, (_, i) => payload({ i }));
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Counts completions and lets a workload wait for a total, with a deadline. */
 class Counter {
@@ -340,6 +348,199 @@ const delayed: Workload = {
     }),
 };
 
+// ── time under load ───────────────────────────────────────────────────────────
+
+/** A small seeded generator (mulberry32), so both libraries see the same gaps, delays and work. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const UNDER_LOAD_CONCURRENCY = 8;
+/** The steady stream: one immediate job every 3 ms (333/s), each working 0-20 ms (~3.3 slots busy). */
+const STREAM_GAP_MS = 3;
+const STREAM_WORK_MS = 20;
+
+/** Adds immediate jobs on a fixed grid until stopped; stop() resolves once every add is accepted. */
+function steadyStream(producer: Session, rng: () => number): { stop(): Promise<number> } {
+  let stopped = false;
+  const adds: Promise<void>[] = [];
+  const loop = (async () => {
+    const t0 = performance.now();
+    while (!stopped) {
+      const due = Math.floor((performance.now() - t0) / STREAM_GAP_MS) + 1;
+      while (adds.length < due) adds.push(producer.add(payload({ w: Math.floor(rng() * STREAM_WORK_MS) })));
+      await sleep(Math.max(0, t0 + adds.length * STREAM_GAP_MS - performance.now()));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      await Promise.all(adds);
+      return adds.length;
+    },
+  };
+}
+
+/** Resolves once `ids` all started (polled), or fails after `ms`. */
+async function allStarted(ids: readonly string[], started: Map<string, number>, ms: number, what: string) {
+  const end = performance.now() + ms;
+  while (ids.some((id) => !started.has(id))) {
+    if (performance.now() > end) {
+      const missing = ids.filter((id) => !started.has(id)).length;
+      throw new Error(`${what}: ${missing}/${ids.length} never started within ${ms} ms`);
+    }
+    await sleep(10);
+  }
+}
+
+const workOf = (d: Data) => (typeof d.w === 'number' ? d.w : undefined);
+
+const delayedUnderLoad: Workload = {
+  id: 'delayed-under-load',
+  title:
+    `lateness of jobs delayed 50-250 ms (sent 10-50 ms apart) among a steady stream of immediate jobs` +
+    ` (one per ${STREAM_GAP_MS} ms, each working 0-${STREAM_WORK_MS} ms), one consumer at concurrency` +
+    ` ${UNDER_LOAD_CONCURRENCY}; instants as in delayed-1000ms`,
+  metrics: [
+    { key: 'p50_late_ms', unit: 'ms', better: 'lower', decimals: 1 },
+    { key: 'p99_late_ms', unit: 'ms', better: 'lower', decimals: 1 },
+    { key: 'max_late_ms', unit: 'ms', better: 'lower', decimals: 1 },
+    { key: 'early', unit: 'jobs', better: 'lower', decimals: 0 },
+  ],
+  n: (s) => s.underLoadDelayed,
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 2, async ([producer, consumer], runners) => {
+      const n = ctx.sizes.underLoadDelayed;
+      const rng = random(11);
+      const started = new Map<string, number>();
+      const runner = await consumer!.consume(UNDER_LOAD_CONCURRENCY, {
+        onStart: (id) => {
+          started.set(id, Date.now());
+        },
+        workMs: workOf,
+      });
+      runners.push(runner);
+      runner.start();
+      const load = steadyStream(producer!, rng);
+      let intended: { id: string; runAt: number }[] = [];
+      try {
+        await sleep(300); // the stream runs, the consumer is busy
+        ({ value: intended } = await ctx.timed(n, async () => {
+          const out: { id: string; runAt: number }[] = [];
+          for (let i = 0; i < n; i++) {
+            await sleep(10 + Math.floor(rng() * 40));
+            out.push(await producer!.addOneDelayed(payload({ d: i }), 50 + Math.floor(rng() * 200)));
+          }
+          await allStarted(
+            out.map((j) => j.id),
+            started,
+            30_000,
+            'delayed-under-load',
+          );
+          return out;
+        }));
+      } finally {
+        await load.stop();
+      }
+      const lateness = intended.map(({ id, runAt }) => started.get(id)! - runAt);
+      const s = latencySummary(lateness);
+      return {
+        p50_late_ms: s.p50,
+        p99_late_ms: s.p99,
+        max_late_ms: Math.max(...lateness),
+        early: lateness.filter((l) => l < 0).length,
+      };
+    }),
+};
+
+const SLOT_EVERY_MS = 200;
+
+/** Slots of the grid `every` apart that no run covers, between the first run and `until`. */
+function skippedSlots(slots: readonly number[], every: number, until: number): number {
+  let skipped = 0;
+  for (let i = 1; i < slots.length; i++)
+    skipped += Math.max(0, Math.round((slots[i]! - slots[i - 1]!) / every) - 1);
+  const last = slots[slots.length - 1];
+  if (last !== undefined) skipped += Math.max(0, Math.floor((until - last) / every) - 1);
+  return skipped;
+}
+
+const schedulerSlots: Workload = {
+  id: 'scheduler-slots',
+  title:
+    `an every-${SLOT_EVERY_MS} job scheduler upserted under a running consumer busy with the` +
+    ` delayed-under-load stream, watched for the run's duration: the worst start offset from its` +
+    ` slots (the instant named in each occurrence's id), slots skipped, the first occurrence's` +
+    ` lateness after upsert, and the first run's lateness of a definition whose first run is now` +
+    ` (EchoMQ repeat.register firstRunMs: now; BullMQ upsertJobScheduler, which runs at once)`,
+  metrics: [
+    { key: 'worst_offset_ms', unit: 'ms', better: 'lower', decimals: 1 },
+    { key: 'skipped', unit: 'slots', better: 'lower', decimals: 0 },
+    { key: 'first_late_ms', unit: 'ms', better: 'lower', decimals: 1 },
+    { key: 'now_first_late_ms', unit: 'ms', better: 'lower', decimals: 1 },
+  ],
+  n: (s) => Math.floor(s.slotsMs / SLOT_EVERY_MS),
+  run: (adapter, ctx) =>
+    using(adapter, ctx, 2, async ([producer, consumer], runners) => {
+      const rng = random(19);
+      const runs: { id: string; slot: number; start: number }[] = [];
+      const runner = await consumer!.consume(UNDER_LOAD_CONCURRENCY, {
+        onStart: (id, _data, slot) => {
+          if (slot !== undefined) runs.push({ id, slot, start: Date.now() });
+        },
+        workMs: workOf,
+      });
+      runners.push(runner);
+      runner.start();
+      const load = steadyStream(producer!, rng);
+      let until = 0;
+      let nowRun: { slot: number; start: number } | undefined;
+      try {
+        await sleep(300); // the stream runs, the consumer is busy
+        await ctx.timed(Math.floor(ctx.sizes.slotsMs / SLOT_EVERY_MS), async () => {
+          await producer!.addRecurring('every', 'slots', SLOT_EVERY_MS, payload({ r: 1 }));
+          await sleep(ctx.sizes.slotsMs);
+          until = Date.now();
+          await producer!.removeRecurring('every', 'slots');
+        });
+        await producer!.addRecurring('now', 'now', 60_000, payload({ r: 2 }));
+        const end = performance.now() + 10_000;
+        const isNow = (r: { id: string }) => r.id.includes('now');
+        while (!runs.some(isNow)) {
+          if (performance.now() > end)
+            throw new Error('scheduler-slots: the first run of "now" never started');
+          await sleep(5);
+        }
+        nowRun = runs.find(isNow);
+        await producer!.removeRecurring('now', 'now');
+      } finally {
+        await load.stop();
+      }
+      const every = runs
+        .filter((r) => r.id.includes('slots') && r.slot <= until)
+        .sort((a, b) => a.slot - b.slot);
+      if (every.length === 0) throw new Error('scheduler-slots: the scheduler never ran');
+      return {
+        worst_offset_ms: Math.max(...every.map((r) => Math.abs(r.start - r.slot))),
+        skipped: skippedSlots(
+          every.map((r) => r.slot),
+          SLOT_EVERY_MS,
+          until,
+        ),
+        first_late_ms: every[0]!.start - every[0]!.slot,
+        now_first_late_ms: nowRun!.start - nowRun!.slot,
+      };
+    }),
+};
+
 // ── memory ────────────────────────────────────────────────────────────────────
 
 async function usedMemory(admin: Redis): Promise<number> {
@@ -479,6 +680,8 @@ export const WORKLOADS: Workload[] = [
   processing('process-4x50', 4, 50),
   latency,
   delayed,
+  delayedUnderLoad,
+  schedulerSlots,
   memoryWaiting,
   memoryCompleted,
 ];

@@ -6,8 +6,14 @@
 export type Data = Record<string, unknown>;
 
 export interface ConsumeHooks {
-  /** Called synchronously when a handler starts (before the no-op body), on the job's own data. */
-  onStart?: (id: string, data: Data) => void;
+  /**
+   * Called synchronously when a handler starts (before its body), on the job's own data. `slot`:
+   * for an occurrence of a recurring definition, the instant it stands for (epoch ms, as the
+   * library names it in the occurrence's id); undefined for other jobs.
+   */
+  onStart?: (id: string, data: Data, slot: number | undefined) => void;
+  /** The handler's body sleeps this long (ms) when it is a number > 0; else it is a no-op. */
+  workMs?: (data: Data) => number | undefined;
   /** Called when the library reports the job completed (its acknowledgement reached Redis). */
   onCompleted?: () => void;
 }
@@ -29,6 +35,20 @@ export interface Session {
    * instant it is meant to run, in epoch ms, as the library itself defines it.
    */
   addDelayed(items: readonly Data[], delayMs: number): Promise<{ id: string; runAt: number }[]>;
+  /**
+   * Adds one job delayed by `delayMs` and returns its id and intended instant (as addDelayed),
+   * without 100 calls in flight: for workloads that interleave delayed jobs with other traffic.
+   */
+  addOneDelayed(data: Data, delayMs: number): Promise<{ id: string; runAt: number }>;
+  /**
+   * Makes a recurring definition `id` with `data` as its template: 'every' a job scheduler
+   * running every `everyMs` (EchoMQ schedulers.upsert, BullMQ upsertJobScheduler); 'now' one
+   * whose first run is now (EchoMQ repeat.register with firstRunMs: now, BullMQ
+   * upsertJobScheduler with immediately). Resolves once it is stored.
+   */
+  addRecurring(kind: 'every' | 'now', id: string, everyMs: number, data: Data): Promise<void>;
+  /** Removes what addRecurring made. */
+  removeRecurring(kind: 'every' | 'now', id: string): Promise<void>;
   /** Prepares a consumer running a no-op async handler at `concurrency`; start() starts it. */
   consume(concurrency: number, hooks: ConsumeHooks): Promise<Runner>;
   /** Closes every connection this session opened. */
@@ -40,6 +60,8 @@ export interface Adapter {
   /** Opens a session on `queue` at the Redis `url` (`redis://host:port`). */
   open(url: string, queue: string): Promise<Session>;
 }
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Runs `fn` over `items` with at most `width` calls in flight, in order of start. */
 export async function inFlight<T, R>(

@@ -8,7 +8,14 @@ import {
   inFlight,
   type Runner,
   type Session,
+  sleep,
 } from './adapter.js';
+
+/** The instant a job scheduler's occurrence stands for: its id is 'repeat:<scheduler>:<millis>'. */
+function slotOf(id: string): number | undefined {
+  const m = /^repeat:.*:(\d+)$/.exec(id);
+  return m ? Number(m[1]) : undefined;
+}
 
 function connection(url: string): { host: string; port: number } {
   const u = new URL(url);
@@ -34,12 +41,28 @@ export const bullmqAdapter: Adapter = {
           return { id: String(job.id), runAt: job.timestamp + delayMs };
         });
       },
+      async addOneDelayed(data, delayMs) {
+        const job = await queue.add('job', data, { delay: delayMs });
+        return { id: String(job.id), runAt: job.timestamp + delayMs };
+      },
+      async addRecurring(kind, id, everyMs, data) {
+        // BullMQ has no separate fixed-cadence verb, and its `every` scheduler runs its first
+        // job at once: that serves as 'now' too (`immediately` with `every` only warns).
+        void kind;
+        await queue.upsertJobScheduler(id, { every: everyMs }, { name: id, data });
+      },
+      async removeRecurring(_kind, id) {
+        await queue.removeJobScheduler(id);
+      },
       async consume(concurrency: number, hooks: ConsumeHooks): Promise<Runner> {
-        const { onStart, onCompleted } = hooks;
+        const { onStart, onCompleted, workMs } = hooks;
         const worker = new Worker<Data, void, string>(
           name,
           async (job) => {
-            onStart?.(String(job.id), job.data);
+            const id = String(job.id);
+            onStart?.(id, job.data, slotOf(id));
+            const ms = workMs?.(job.data);
+            if (ms) await sleep(ms);
           },
           { connection: connection(url), concurrency, autorun: false },
         );

@@ -8,7 +8,19 @@ import {
   inFlight,
   type Runner,
   type Session,
+  sleep,
 } from './adapter.js';
+
+const B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+/** The instant an occurrence id stands for ('JOB' + 10 base32 characters + ':r:' or ':s:'). */
+function slotOf(id: string): number | undefined {
+  const m = /^JOB([0-9A-Z]{10}):[rs]:/.exec(id);
+  if (!m) return undefined;
+  let at = 0;
+  for (const ch of m[1]!) at = at * 32 + B32.indexOf(ch);
+  return at;
+}
 
 export const echomqAdapter: Adapter = {
   name: 'EchoMQ',
@@ -35,14 +47,29 @@ export const echomqAdapter: Adapter = {
           return { id, runAt: Number(runat) };
         });
       },
+      async addOneDelayed(data, delayMs) {
+        const { id } = await queue.enqueueIn(data, delayMs);
+        // The intended instant is the row's `runat` (the server's TIME in schedule + delayMs).
+        return { id, runAt: Number(await mq.connector.client.hget(queue.keys.job(id), 'runat')) };
+      },
+      async addRecurring(kind, id, everyMs, data) {
+        if (kind === 'every') await queue.schedulers.upsert(id, { every: everyMs }, { data });
+        else await queue.repeat.register(id, everyMs, data, { firstRunMs: Date.now() });
+      },
+      async removeRecurring(kind, id) {
+        if (kind === 'every') await queue.schedulers.remove(id);
+        else await queue.repeat.unregister(id);
+      },
       async consume(concurrency: number, hooks: ConsumeHooks): Promise<Runner> {
-        const { onStart, onCompleted } = hooks;
+        const { onStart, onCompleted, workMs } = hooks;
         let consumer: ReturnType<typeof queue.consume> | undefined;
         return {
           start() {
             consumer = queue.consume(
               async (job) => {
-                onStart?.(job.id, job.data);
+                onStart?.(job.id, job.data, slotOf(job.id));
+                const ms = workMs?.(job.data);
+                if (ms) await sleep(ms);
               },
               { concurrency },
             );
