@@ -3,7 +3,7 @@ import { calculateNextMillis, EchoMQ } from 'echomq';
 const mq = await EchoMQ.connect({ url: process.env.REDIS_URL });
 const jobs = mq.queue<{ kind: string }>(`recurring-${process.pid}`); // a fresh queue per run
 
-// A fixed cadence: every 200 ms from now, a job named 'tick'. A consumer's beat mints them.
+// A fixed cadence: every 200 ms from now, a job named 'tick'. Promote releases each and makes the next.
 console.log(`repeat: ${await jobs.repeat.register('tick', 200, { kind: 'tick' }, { catchUp: 'once' })}`);
 
 // A job scheduler: a run right away, then every 300 ms; after 3 runs in all it has ended.

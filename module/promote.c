@@ -60,7 +60,8 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!row[STATE] || !str_eq(str_of(row[STATE]), "scheduled")) continue;
     if (!row[GROUP]) flat = 1;
     ok = expect_type(s, K.events, REDISMODULE_KEYTYPE_STREAM) && release_keys_ok(s, &K, row[GROUP], row[PRIO]) &&
-         follow_ok(s, &K, s->key[SCHEDULE], member_at(due, i));
+         follow_ok(s, &K, s->key[SCHEDULE], member_at(due, i)) &&
+         repeat_follow_ok(s, &K, s->key[SCHEDULE], member_at(due, i));
   }
   if (!ok) {
     RedisModule_Free(jks);
@@ -86,7 +87,9 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
       RedisModule_FreeCallReply(r);
       if (release(s, &K, id, row[GROUP], row[PRIO] ? str_of(row[PRIO]) : cstr("0"), &pending_card)) woke = 1;
       add_event(s, K.events, "waiting", id, NULL, cstr(""), NULL, cstr(""));
-      if (!s->failure) scheduler_follow(s, &K, s->key[SCHEDULE], id); /* its next one exists before it runs */
+      /* A recurring occurrence (a scheduler's, a cadence's): its next one exists before it runs. */
+      if (!s->failure) scheduler_follow(s, &K, s->key[SCHEDULE], id);
+      if (!s->failure) repeat_follow(s, &K, s->key[SCHEDULE], id);
     }
   }
   RedisModule_Free(jks);

@@ -299,8 +299,8 @@ static Str number_text(Sweep *s, double v) {
   return str_of(RedisModule_CreateString(s->ctx, buf, (size_t)n));
 }
 
-/* 'JOB' + the instant in 10 Crockford base32 characters + ':s:' + the scheduler id. */
-static Str occurrence_id(Sweep *s, Str sid, double at) {
+/* 'JOB' + the instant in 10 Crockford base32 characters + ':' + tag + ':' + the name. */
+static Str occurrence_id(Sweep *s, char tag, Str sid, double at) {
   static const char B32[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
   char digits[10];
   double rest = at;
@@ -313,7 +313,9 @@ static Str occurrence_id(Sweep *s, Str sid, double at) {
   char *buf = RedisModule_Alloc(n);
   memcpy(buf, "JOB", 3);
   memcpy(buf + 3, digits, 10);
-  memcpy(buf + 13, ":s:", 3);
+  buf[13] = ':';
+  buf[14] = tag;
+  buf[15] = ':';
   memcpy(buf + 16, sid.p, sid.n);
   RedisModuleString *id = RedisModule_CreateString(s->ctx, buf, n);
   RedisModule_Free(buf);
@@ -331,7 +333,7 @@ int follow_ok(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id)
 /* scheduler_make: the occurrence at f->next_at from the record's template, unless its row exists. */
 static void scheduler_make(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Plan *f) {
   RedisModuleString **rec = f->rec;
-  Str id = occurrence_id(s, f->sid, f->next_at);
+  Str id = occurrence_id(s, 's', f->sid, f->next_at);
   Str at = number_text(s, f->next_at);
   RedisModuleString *jk = job_key(s, id);
   RedisModuleCallReply *r;
@@ -394,5 +396,115 @@ void scheduler_follow(Sweep *s, const QueueKeys *K, RedisModuleString *schedule,
   if (!r) return;
   RedisModule_FreeCallReply(r);
   r = WRITE(s, "ZADD", "scb", f.schedulers, "inf", f.sid.p, f.sid.n);
+  if (r) RedisModule_FreeCallReply(r);
+}
+
+/* ── a Repeat cadence's hand-off (repeat_next, repeat_make, repeat_follow) ─── */
+
+static const char *const CADENCE[] = {"every_ms", "template", "catch_up", "max", "job", "runs", NULL};
+enum { C_EVERY, C_TEMPLATE, C_CATCH_UP, C_MAX, C_JOB, C_RUNS, C_NFIELDS };
+
+typedef struct {
+  int make;
+  Str name;
+  RedisModuleString *record_key, *registry;
+  RedisModuleString *rec[C_NFIELDS];
+  double at, next_at;
+} Cadence;
+
+/* What repeat_follow would do for `id` now. With `check` (the read pass), what its writes need
+ * is there (types, a template, runs an integer), or the call is refused. */
+static int cadence_plan(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id, Cadence *c, int check) {
+  c->make = 0;
+  if (id.n < 16 || memcmp(id.p + 13, ":r:", 3) != 0) return 1;
+  c->name = (Str){id.p + 16, id.n - 16};
+  c->record_key = key3(s, cstr("repeat:"), c->name, cstr(""));
+  if (check && !expect_type(s, c->record_key, REDISMODULE_KEYTYPE_HASH)) return 0;
+  hash_fields(s, c->record_key, CADENCE, c->rec);
+  RedisModuleString **rec = c->rec;
+  if (!rec[C_EVERY] || !rec[C_JOB]) return 1;
+  Str job = str_of(rec[C_JOB]);
+  if (job.n != id.n || memcmp(job.p, id.p, id.n) != 0) return 1;
+  c->registry = key3(s, cstr("repeat"), cstr(""), cstr(""));
+  if (check && !expect_type(s, c->registry, REDISMODULE_KEYTYPE_ZSET)) return 0;
+  RedisModuleCallReply *score = RedisModule_Call(s->ctx, "ZSCORE", "sb", c->registry, c->name.p, c->name.n);
+  int have_at = 0;
+  if (score && RedisModule_CallReplyType(score) == REDISMODULE_REPLY_STRING) {
+    Str v;
+    v.p = RedisModule_CallReplyStringPtr(score, &v.n);
+    have_at = lua_number(v, &c->at);
+  }
+  if (score) RedisModule_FreeCallReply(score);
+  double every;
+  if (!have_at || !lua_number(str_of(rec[C_EVERY]), &every) || every < 1) return 1;
+  long long runs;
+  if (check && rec[C_RUNS] && !redis_integer(str_of(rec[C_RUNS]), &runs))
+    return refuse(s, "ERR hash value is not an integer");
+  if (check && !rec[C_TEMPLATE]) return refuse(s, "ERR a Repeat record has no template");
+  if (check && !(expect_type(s, schedule, REDISMODULE_KEYTYPE_ZSET) &&
+                 expect_type(s, K->events, REDISMODULE_KEYTYPE_STREAM) &&
+                 expect_type(s, K->wake, REDISMODULE_KEYTYPE_STREAM)))
+    return 0;
+  double n = c->at + every, now = (double)s->now;
+  int all = rec[C_CATCH_UP] && str_eq(str_of(rec[C_CATCH_UP]), "all");
+  if (!all && n < now && n + every <= now) n = n + (floor((now - n) / every) + 1) * every;
+  c->next_at = n;
+  c->make = 1;
+  return 1;
+}
+
+int repeat_follow_ok(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id) {
+  Cadence c;
+  return cadence_plan(s, K, schedule, id, &c, 1);
+}
+
+void repeat_follow(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id) {
+  Cadence c;
+  if (!cadence_plan(s, K, schedule, id, &c, 0) || !c.make) return;
+  RedisModuleString **rec = c.rec;
+  RedisModuleCallReply *r;
+  Str last = number_text(s, c.at);
+  r = WRITE(s, "HSET", "scb", c.record_key, "last", last.p, last.n);
+  if (!r) return;
+  RedisModule_FreeCallReply(r);
+  r = WRITE(s, "HINCRBY", "scc", c.record_key, "runs", "1");
+  if (!r) return;
+  RedisModule_FreeCallReply(r);
+  /* repeat_make: the occurrence at next_at, unless its row exists. */
+  Str nid = occurrence_id(s, 'r', c.name, c.next_at);
+  Str at = number_text(s, c.next_at);
+  RedisModuleString *jk = job_key(s, nid);
+  if (key_type(s, jk) == REDISMODULE_KEYTYPE_EMPTY) {
+    Str now = number_text(s, (double)s->now);
+    if (rec[C_MAX])
+      r = WRITE(s, "HSET", "scccccscbcbcbcs", jk, "state", "scheduled", "attempts", "0", "payload", rec[C_TEMPLATE],
+                "created", now.p, now.n, "runat", at.p, at.n, "name", c.name.p, c.name.n, "max", rec[C_MAX]);
+    else
+      r = WRITE(s, "HSET", "scccccscbcbcb", jk, "state", "scheduled", "attempts", "0", "payload", rec[C_TEMPLATE],
+                "created", now.p, now.n, "runat", at.p, at.n, "name", c.name.p, c.name.n);
+    if (!r) return;
+    RedisModule_FreeCallReply(r);
+    r = WRITE(s, "ZADD", "sbb", schedule, at.p, at.n, nid.p, nid.n);
+    if (!r) return;
+    RedisModule_FreeCallReply(r);
+    add_event(s, K->events, "delayed", nid, "name", c.name, "at", at);
+    if (s->failure) return;
+    RedisModuleCallReply *head = RedisModule_Call(s->ctx, "ZRANGE", "scc", schedule, "0", "0");
+    int first = 0;
+    if (head && RedisModule_CallReplyType(head) == REDISMODULE_REPLY_ARRAY && RedisModule_CallReplyLength(head) > 0) {
+      Str h = member_at(head, 0);
+      first = h.n == nid.n && memcmp(h.p, nid.p, nid.n) == 0;
+    }
+    if (head) RedisModule_FreeCallReply(head);
+    if (first) {
+      r = WRITE(s, "XADD", "scccccc", K->wake, "MAXLEN", "~", "100", "*", "w", "s"); /* the head moved */
+      if (!r) return;
+      RedisModule_FreeCallReply(r);
+    }
+  }
+  r = WRITE(s, "HSET", "scb", c.record_key, "job", nid.p, nid.n);
+  if (!r) return;
+  RedisModule_FreeCallReply(r);
+  r = WRITE(s, "ZADD", "sbb", c.registry, at.p, at.n, c.name.p, c.name.n);
   if (r) RedisModule_FreeCallReply(r);
 }

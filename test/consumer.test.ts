@@ -16,6 +16,7 @@ import {
 import { EchoMQError } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
+import { occurrenceId } from '../src/recurring/repeat.js';
 import { script } from '../src/wire/scripts.js';
 import { redisOnly, useQueue, useRedisServer } from './support/harness.js';
 import {
@@ -213,6 +214,23 @@ describe('wakes are never lost', () => {
     const job = await q.get(d);
     expect(job!.startedAt!).toBeGreaterThanOrEqual(job!.runAt!);
     expect(job!.startedAt! - job!.runAt!).toBeLessThan(30_000); // not the 60 s beat
+  });
+
+  it("a cadence registered just before a consumer's short claim runs at its first slot, not the beat", async () => {
+    // The register call runs ahead of the claim that a new job J wakes the consumer for: its
+    // wake ('w r') then lies before the wake id that claim reports, and the consumer parks
+    // after it. Only what the claim itself reports can tell the consumer the occurrence is due.
+    const c = consume(async () => {}, { concurrency: 2, beatMs: 60_000 });
+    await within(c.idle(), 5000, 'idle');
+    let first = 0;
+    ahead(q, 'claim', async () => {
+      first = await serverNow();
+      await q.repeat.register('r', 60_000, {}, { firstRunMs: first });
+    });
+    const done = completions(c, 2);
+    const j = await q.enqueue({});
+    const ids = await within(done, 20_000, 'J and the first occurrence');
+    expect(new Set(ids.keys())).toEqual(new Set([j.id, occurrenceId('r', 'r', first)]));
   });
 
   it('a claim over [ghost, J1, J2] takes J1, then J2, without waiting for a wake or the beat', async () => {

@@ -13,11 +13,13 @@ import { occurrenceId } from '../src/recurring/repeat.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 import {
   closeAll,
+  deferred,
   poll,
   refusal,
   scoreOf,
   serverNow as serverClock,
   streamFields,
+  within,
 } from './support/observe.js';
 
 const env = useRedisServer();
@@ -132,7 +134,7 @@ describe('register (the seeds’ @register)', () => {
 // ── the pump ────────────────────────────────────────────────────────────────────
 
 describe('pump', () => {
-  it('mints one pending job per due occurrence: template as data, the name, runAt = the slot', async () => {
+  it('releases one pending job per due occurrence: template as data, the name, runAt = the slot', async () => {
     const first = (await serverNow()) - 5;
     await q.repeat.register('report', 60_000, { kind: 'daily' }, { firstRunMs: first, attempts: 2 });
     const minted = await q.repeat.pump();
@@ -151,10 +153,15 @@ describe('pump', () => {
     expect(await score('pending', id)).toBe(0);
     expect(await score('repeat', 'report')).toBe(first + 60_000);
     expect(await raw.hmget(key('repeat:report'), 'runs', 'last')).toEqual(['1', String(first)]);
-    expect((await events()).filter((e) => e.event === 'added')).toEqual([
-      { event: 'added', id, name: 'report' },
+    // register scheduled the occurrence (delayed); the pump released it (waiting) and scheduled the next.
+    const next = occurrenceId('r', 'report', first + 60_000);
+    expect((await events()).filter((e) => e.event === 'delayed' || e.event === 'waiting')).toEqual([
+      { event: 'delayed', id, name: 'report', at: String(first) },
+      { event: 'waiting', id },
+      { event: 'delayed', id: next, name: 'report', at: String(first + 60_000) },
     ]);
-    // Nothing else is due: the next pump mints nothing.
+    expect(await raw.zrange(key('schedule'), 0, -1)).toEqual([next]);
+    // Nothing else is due: the next pump releases nothing.
     expect(await q.repeat.pump()).toEqual([]);
   });
 
@@ -212,7 +219,10 @@ describe('pump', () => {
     expect(all.length).toBeGreaterThan(5);
     expect(new Set(all).size).toBe(all.length);
     const rows = await occurrenceRows('race');
-    expect([...rows.keys()].sort()).toEqual([...all].sort());
+    // Every row is an occurrence released once, or the one upcoming occurrence still scheduled.
+    const upcoming = [...rows].filter(([, r]) => r.state === 'scheduled').map(([id]) => id);
+    expect(upcoming).toHaveLength(1);
+    expect([...rows.keys()].filter((id) => id !== upcoming[0]).sort()).toEqual([...all].sort());
     const instants = [...rows.values()].map((r) => Number(r.runat)).sort((x, y) => x - y);
     expect(new Set(instants).size).toBe(instants.length);
     for (const at of instants) expect((at - first) % 10).toBe(0);
@@ -353,6 +363,93 @@ describe("the consumer's beat pumps", () => {
     for (const id of seen) {
       const job = (await q.get(id))!;
       expect(job.startedAt!).toBeGreaterThanOrEqual(job.runAt!);
+    }
+  });
+
+  it('a cadence registered under a busy consumer (its only slot taken) makes every slot, each once, in order', async () => {
+    const gate = deferred();
+    const started = deferred();
+    const seen: string[] = [];
+    const c = q.consume(
+      async (job) => {
+        if ((job.data as { long?: boolean }).long) {
+          started.resolve();
+          await gate.promise;
+        } else seen.push(job.id);
+      },
+      { concurrency: 1, beatMs: 60_000 },
+    );
+    consumers.push(c);
+    await q.enqueue({ long: true });
+    await within(started.promise, 5000, 'the long job');
+    const every = 200;
+    const first = (await serverNow()) + every;
+    await q.repeat.register('busy', every, {}, { firstRunMs: first });
+    const slots = [0, 1, 2, 3].map((k) => first + k * every);
+    // Every slot passes while the only slot is busy: each must still be made, none skipped.
+    await poll(
+      async () => (await serverNow()) > slots[3]! + 50 && (await q.counts()).pending >= 4,
+      (done) => done,
+      'four occurrences made while busy',
+      20_000,
+    );
+    gate.resolve();
+    await poll(
+      () => seen.length,
+      (n) => n >= 4,
+      'four runs',
+      20_000,
+    );
+    expect(seen.slice(0, 4)).toEqual(slots.map((at) => occurrenceId('r', 'busy', at)));
+    expect(new Set(seen).size).toBe(seen.length);
+  });
+
+  it('a cadence whose first run is now, registered under a running parked consumer, runs before its beat', async () => {
+    const c = q.consume(async () => {}, { beatMs: 60_000 });
+    consumers.push(c);
+    await c.idle(); // up and parked: its recurrence leg ran and found nothing
+    const done = deferred<string>();
+    c.on('completed', (job) => {
+      if (job.id.endsWith(':r:now')) done.resolve(job.id);
+    });
+    const first = await serverNow();
+    await q.repeat.register('now', 60_000, {}, { firstRunMs: first });
+    const id = await within(done.promise, 20_000, 'the first occurrence'); // the beat is 60 s
+    expect(id).toBe(occurrenceId('r', 'now', first));
+    const job = (await q.get(id))!;
+    expect(job.startedAt!).toBeGreaterThanOrEqual(job.runAt!);
+  });
+
+  it('racing consumers on two connections make each occurrence once, never early', async () => {
+    const other = await EchoMQ.connect({ url: env.server.url });
+    others.push(other);
+    const runs: string[] = [];
+    const handler = async (job: { id: string }) => {
+      runs.push(job.id);
+    };
+    consumers.push(
+      q.consume(handler, { beatMs: 60_000 }),
+      other.queue(name).consume(handler, { beatMs: 60_000 }),
+    );
+    await Promise.all(consumers.map((c) => c.idle()));
+    const every = 40;
+    const first = (await serverNow()) + every;
+    await q.repeat.register('shared', every, {}, { firstRunMs: first });
+    await poll(
+      () => runs.length,
+      (n) => n >= 10,
+      'ten runs',
+      20_000,
+    );
+    await Promise.all(consumers.splice(0).map((c) => c.close()));
+    expect(new Set(runs).size).toBe(runs.length);
+    const rows = await occurrenceRows('shared');
+    const instants = [...rows.values()].map((row) => Number(row.runat)).sort((a, b) => a - b);
+    expect(instants[0]).toBe(first);
+    // No slot skipped between the first and the last occurrence made.
+    expect(instants).toEqual(instants.map((_, k) => first + k * every));
+    for (const row of rows.values()) {
+      if (row.started !== undefined) expect(Number(row.started)).toBeGreaterThanOrEqual(Number(row.runat));
     }
   });
 

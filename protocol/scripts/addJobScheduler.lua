@@ -150,6 +150,62 @@ local function scheduler_follow(p, K, id, now, emax)
   scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
     emax)
 end
+
+-- Repeat cadences (register, pump). A record P repeat:<name> (every_ms, template, catch_up,
+-- max) is scored in P repeat by its upcoming slot, and that slot's occurrence already exists:
+-- a scheduled row in the schedule, the record's `job`, released by promote at its instant like
+-- any delayed job. The call that releases an occurrence (promote, or a pump) makes the next
+-- one in the same call (repeat_follow), so no slot waits for a pump or a beat, and every
+-- consumer's timer and every claim's reported head (the schedule's) cover it.
+
+-- The slot after `at`: the next one; with catch_up 'once', when that one and the one after it
+-- have passed too (two or more missed: nothing released it for that long, an outage), the
+-- first slot of the grid after now. 'all' keeps every slot (each released in its turn).
+local function repeat_next(every, catch_up, at, now)
+  local n = at + every
+  if catch_up ~= 'all' and n < now and n + every <= now then
+    n = n + (math.floor((now - n) / every) + 1) * every
+  end
+  return n
+end
+
+-- Writes the occurrence of cadence `name` at `at` as a scheduled job unless its row exists
+-- (rec: every_ms template catch_up max, as HMGET reads them), points the record at it and
+-- scores the name by it. A new earliest run-at wakes parked consumers ('w s').
+local function repeat_make(p, schedule, events, wake, name, rec, at, now, emax)
+  local id = occurrence_id('r', name, at)
+  local jk = p .. 'job:' .. id
+  if redis.call('EXISTS', jk) == 0 then
+    redis.call('HSET', jk, 'state', 'scheduled', 'attempts', '0', 'payload', rec[2], 'created', now, 'runat', at,
+      'name', name)
+    if rec[4] then redis.call('HSET', jk, 'max', rec[4]) end
+    redis.call('ZADD', schedule, at, id)
+    redis.call('XADD', events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', id, 'name', name, 'at', at)
+    if redis.call('ZRANGE', schedule, 0, 0)[1] == id then
+      redis.call('XADD', wake, 'MAXLEN', '~', '100', '*', 'w', 's')
+    end
+  end
+  redis.call('HSET', p .. 'repeat:' .. name, 'job', id)
+  redis.call('ZADD', p .. 'repeat', at, name)
+  return id
+end
+
+-- The hand-off in promote: when `id` is a cadence's current occurrence, count the run and
+-- make the next occurrence now, before this one runs. An occurrence released again (a retry)
+-- is no longer the record's `job` and hands nothing off.
+local function repeat_follow(p, K, id, now, emax)
+  if string.sub(id, 14, 16) ~= ':r:' then return end
+  local name = string.sub(id, 17)
+  local rk = p .. 'repeat:' .. name
+  local rec = redis.call('HMGET', rk, 'every_ms', 'template', 'catch_up', 'max', 'job')
+  if not rec[1] or rec[5] ~= id then return end
+  local at = tonumber(redis.call('ZSCORE', p .. 'repeat', name) or '')
+  local every = tonumber(rec[1])
+  if not at or not every or every < 1 then return end
+  redis.call('HSET', rk, 'last', at)
+  redis.call('HINCRBY', rk, 'runs', 1)
+  repeat_make(p, K.schedule, K.events, K.wake, name, rec, repeat_next(every, rec[3], at, now), now, emax)
+end
 -- <<< lib/recurrence.lua
 
 local p, sid = ARGV[1], ARGV[2]

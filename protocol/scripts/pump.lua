@@ -1,28 +1,34 @@
--- pump: mint a fresh pending job for every due occurrence of the registered cadences (server clock).
+-- pump: release every due occurrence of the registered cadences (server clock).
 -- KEYS: repeat pending events wake meta ring
 -- ARGV: prefix batch
---   batch: at most this many occurrences are minted (or found minted) per call
--- REPLY: {minted ids, now_ms, next_due_ms or -1 when nothing is registered}; next_due is
---   <= now_ms when the batch ran out before everything due was minted (call again)
+--   batch: at most this many occurrences are released (or found released) per call
+-- REPLY: {released ids, now_ms, next_due_ms or -1 when nothing is registered}; next_due is
+--   <= now_ms when the batch ran out before everything due was released (call again)
 -- ERRORS: none
--- EVENTS: added (id, name) per minted job
+-- EVENTS: waiting (id) per scheduled occurrence released, added (id, name) per occurrence
+--   minted straight to pending (below), delayed (id, name, at) per next occurrence scheduled
 --
 -- An occurrence of name N due at instant T is the job
 --   'JOB' .. T as 10 Crockford base32 characters (0-9 A-Z without I L O U, most significant
 --   first: the time part of a minted id) .. ':r:' .. N
--- with state pending, payload = the template, name = N, runat = T, created = now (and max
--- when the record has one). The id is a function of (N, T) alone, so an occurrence is minted
--- once however many pumps run: a row that exists already is left alone and not listed. Time
--- sorted ids keep occurrences in due order among minted jobs in pending.
+-- with payload = the template, name = N, runat = T (and max when the record has one). The id
+-- is a function of (N, T) alone, so an occurrence is made once however many callers race.
 --
--- Missed runs. A name is due when its score (its next instant) is <= now. When no pump ran
--- for several periods, several of its slots are due at once:
---   catch_up 'once' (the default): mint one occurrence, for the slot it was due at (its
---     score), then move the name to its next slot; when that one and the one after it have
---     passed too (two or more missed: no pump ran, an outage), to the first slot of its
---     cadence after now. No burst, and a pump late by less than a period skips nothing.
---   catch_up 'all': mint every due slot, oldest first, while the batch lasts; the name moves
---     to the first slot not minted, so the next call goes on where this one stopped.
+-- A cadence's upcoming occurrence exists already: register schedules the first, and the call
+-- that releases one (promote, normally, at its instant; or this pump) schedules the next
+-- (lib/recurrence.lua). The pump is the backstop for a cadence whose slot came without a
+-- release: per due slot, the record's scheduled occurrence is released to pending; an
+-- occurrence the record never scheduled (a record written before the hand-off existed) is
+-- minted pending; one the record scheduled that is gone or no longer scheduled (removed or
+-- cancelled before it ran) is left as it is. Then the next slot's occurrence is scheduled.
+--
+-- Missed runs. When nothing released a name for several periods, several of its slots are due:
+--   catch_up 'once' (the default): one occurrence, for the slot it was due at (its score),
+--     then the name moves to its next slot; when that one and the one after it have passed
+--     too (two or more missed: an outage), to the first slot of its cadence after now. No
+--     burst, and a release late by less than a period skips nothing.
+--   catch_up 'all': every due slot, oldest first, while the batch lasts; the name moves to the
+--     first slot not released, so the next call goes on where this one stopped.
 -- Slots stay on the grid first_run + k * every_ms either way.
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
@@ -201,28 +207,93 @@ local function scheduler_follow(p, K, id, now, emax)
   scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
     emax)
 end
+
+-- Repeat cadences (register, pump). A record P repeat:<name> (every_ms, template, catch_up,
+-- max) is scored in P repeat by its upcoming slot, and that slot's occurrence already exists:
+-- a scheduled row in the schedule, the record's `job`, released by promote at its instant like
+-- any delayed job. The call that releases an occurrence (promote, or a pump) makes the next
+-- one in the same call (repeat_follow), so no slot waits for a pump or a beat, and every
+-- consumer's timer and every claim's reported head (the schedule's) cover it.
+
+-- The slot after `at`: the next one; with catch_up 'once', when that one and the one after it
+-- have passed too (two or more missed: nothing released it for that long, an outage), the
+-- first slot of the grid after now. 'all' keeps every slot (each released in its turn).
+local function repeat_next(every, catch_up, at, now)
+  local n = at + every
+  if catch_up ~= 'all' and n < now and n + every <= now then
+    n = n + (math.floor((now - n) / every) + 1) * every
+  end
+  return n
+end
+
+-- Writes the occurrence of cadence `name` at `at` as a scheduled job unless its row exists
+-- (rec: every_ms template catch_up max, as HMGET reads them), points the record at it and
+-- scores the name by it. A new earliest run-at wakes parked consumers ('w s').
+local function repeat_make(p, schedule, events, wake, name, rec, at, now, emax)
+  local id = occurrence_id('r', name, at)
+  local jk = p .. 'job:' .. id
+  if redis.call('EXISTS', jk) == 0 then
+    redis.call('HSET', jk, 'state', 'scheduled', 'attempts', '0', 'payload', rec[2], 'created', now, 'runat', at,
+      'name', name)
+    if rec[4] then redis.call('HSET', jk, 'max', rec[4]) end
+    redis.call('ZADD', schedule, at, id)
+    redis.call('XADD', events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', id, 'name', name, 'at', at)
+    if redis.call('ZRANGE', schedule, 0, 0)[1] == id then
+      redis.call('XADD', wake, 'MAXLEN', '~', '100', '*', 'w', 's')
+    end
+  end
+  redis.call('HSET', p .. 'repeat:' .. name, 'job', id)
+  redis.call('ZADD', p .. 'repeat', at, name)
+  return id
+end
+
+-- The hand-off in promote: when `id` is a cadence's current occurrence, count the run and
+-- make the next occurrence now, before this one runs. An occurrence released again (a retry)
+-- is no longer the record's `job` and hands nothing off.
+local function repeat_follow(p, K, id, now, emax)
+  if string.sub(id, 14, 16) ~= ':r:' then return end
+  local name = string.sub(id, 17)
+  local rk = p .. 'repeat:' .. name
+  local rec = redis.call('HMGET', rk, 'every_ms', 'template', 'catch_up', 'max', 'job')
+  if not rec[1] or rec[5] ~= id then return end
+  local at = tonumber(redis.call('ZSCORE', p .. 'repeat', name) or '')
+  local every = tonumber(rec[1])
+  if not at or not every or every < 1 then return end
+  redis.call('HSET', rk, 'last', at)
+  redis.call('HINCRBY', rk, 'runs', 1)
+  repeat_make(p, K.schedule, K.events, K.wake, name, rec, repeat_next(every, rec[3], at, now), now, emax)
+end
 -- <<< lib/recurrence.lua
 
 local p = ARGV[1]
 local R = KEYS[1]
-local K = { pending = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5], ring = KEYS[6] }
+local K = { schedule = p .. 'schedule', pending = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
+  ring = KEYS[6] }
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local budget = tonumber(ARGV[2])
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
 local due = redis.call('ZRANGEBYSCORE', R, '-inf', now, 'WITHSCORES', 'LIMIT', 0, budget)
-local minted, woke = {}, false
+local released, woke = {}, false
 
--- Writes the occurrence's row and releases it; false when it was minted already.
-local function mint(name, rec, at)
+-- Releases the occurrence of `name` at `at` (see above); true when it was released here.
+local function release_slot(name, rec, at)
   local id = occurrence_id('r', name, at)
   local jk = p .. 'job:' .. id
-  if redis.call('EXISTS', jk) == 1 then return false end
-  redis.call('HSET', jk, 'state', 'pending', 'payload', rec[2], 'created', now, 'runat', at, 'name', name)
-  if rec[4] then redis.call('HSET', jk, 'max', rec[4]) end
+  local state = redis.call('HGET', jk, 'state')
+  if state == 'scheduled' and rec[5] == id then
+    redis.call('ZREM', K.schedule, id)
+    redis.call('HSET', jk, 'state', 'pending')
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id)
+  elseif state == false and rec[5] ~= id then
+    redis.call('HSET', jk, 'state', 'pending', 'payload', rec[2], 'created', now, 'runat', at, 'name', name)
+    if rec[4] then redis.call('HSET', jk, 'max', rec[4]) end
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', id, 'name', name)
+  else
+    return false
+  end
   if release(p, K, id, nil, '0') then woke = true end
-  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', id, 'name', name)
-  minted[#minted + 1] = id
+  released[#released + 1] = id
   return true
 end
 
@@ -230,31 +301,22 @@ for i = 1, #due, 2 do
   if budget <= 0 then break end
   local name, at = due[i], tonumber(due[i + 1])
   local rk = p .. 'repeat:' .. name
-  local rec = redis.call('HMGET', rk, 'every_ms', 'template', 'catch_up', 'max')
+  local rec = redis.call('HMGET', rk, 'every_ms', 'template', 'catch_up', 'max', 'job')
   if not rec[1] then
     redis.call('ZREM', R, name) -- a ghost member (its record is gone) leaves the registry
   else
     local every = tonumber(rec[1])
     local runs, last = 0, at
-    if rec[3] == 'all' then
-      while at <= now and budget > 0 do
-        if mint(name, rec, at) then runs = runs + 1 end
-        last, at, budget = at, at + every, budget - 1
-      end
-    else
-      if mint(name, rec, at) then runs = runs + 1 end
-      budget = budget - 1
-      at = at + every
-      -- The next slot stays even though it passed when the one after it has not (a pump late by
-      -- less than a period, from a busy consumer: minted by the next call, nothing skipped);
-      -- with two or more slots missed (no pump ran: an outage), the first slot after now.
-      if at < now and at + every <= now then at = at + (math.floor((now - at) / every) + 1) * every end
-    end
-    redis.call('ZADD', R, at, name)
+    repeat
+      if release_slot(name, rec, at) then runs = runs + 1 end
+      last, budget = at, budget - 1
+      at = repeat_next(every, rec[3], at, now)
+    until rec[3] ~= 'all' or at > now or budget <= 0
     redis.call('HSET', rk, 'last', last)
     if runs > 0 then redis.call('HINCRBY', rk, 'runs', runs) end
+    repeat_make(p, K.schedule, K.events, K.wake, name, rec, at, now, emax)
   end
 end
 if woke then wake(K) end
 local head = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
-return { minted, now, head[2] and tonumber(head[2]) or -1 }
+return { released, now, head[2] and tonumber(head[2]) or -1 }

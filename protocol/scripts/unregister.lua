@@ -1,9 +1,11 @@
--- unregister: remove a registered cadence; occurrences already minted stay ordinary jobs.
+-- unregister: remove a registered cadence; occurrences already released stay ordinary jobs.
 -- KEYS: repeat
 -- ARGV: prefix name
 -- REPLY: 1 removed, 0 no such name
 -- ERRORS: none
--- EVENTS: none (no job changes). Wakes: 'w r' on P wake (built from prefix) when removed.
+-- EVENTS: removed (id, prev scheduled) for the upcoming occurrence the record scheduled (its `job`, still in
+--   state scheduled), which goes with it (row deleted, out of P schedule). Wakes: 'w r' on
+--   P wake (built from prefix) when removed.
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -22,7 +24,15 @@ local function refuse(script, expects)
 end
 -- <<< lib/args.lua
 if #ARGV < 2 then return refuse('unregister', 'prefix name') end
-local rk = ARGV[1] .. 'repeat:' .. ARGV[2]
+local p = ARGV[1]
+local rk = p .. 'repeat:' .. ARGV[2]
+local job = redis.call('HGET', rk, 'job')
+if job and redis.call('HGET', p .. 'job:' .. job, 'state') == 'scheduled' then
+  redis.call('ZREM', p .. 'schedule', job)
+  redis.call('DEL', p .. 'job:' .. job)
+  local emax = redis.call('HGET', p .. 'meta', 'events_max') or '10000'
+  redis.call('XADD', p .. 'events', 'MAXLEN', '~', emax, '*', 'event', 'removed', 'id', job, 'prev', 'scheduled')
+end
 local had = redis.call('DEL', rk)
 local member = redis.call('ZREM', KEYS[1], ARGV[2])
 if had + member > 0 then

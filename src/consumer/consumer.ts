@@ -365,8 +365,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   }
 
   // Recurrence: the Repeat pump and the runtime's share of the schedulers' hand-off (src/repeat.ts,
-  // src/scheduler.ts). An `every` scheduler needs neither: promote makes its next occurrence when
-  // it releases the current one, so its slots never wait for this leg. The leg runs once a beat,
+  // src/scheduler.ts). A Repeat cadence and an `every` scheduler need neither: promote makes the
+  // next occurrence when it releases the current one, so their slots never wait for this leg. The leg runs once a beat,
   // when an instant it reported comes (a repeat's slot, a scheduler's occurrence whose next run a
   // runtime computes), and at once when a wake says a definition changed ('w r': register,
   // upsert): a definition made under a parked consumer is served at its instant, not its beat.

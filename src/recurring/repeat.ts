@@ -1,9 +1,11 @@
-// Repeat: fixed cadences swept by a pump (the seeds' @register). A registration is a member of
-// `P repeat` scored by its next instant plus a `P repeat:<name>` record (period, payload
-// template, missed-run policy), not a loop that holds state. The pump (protocol/scripts/pump.lua)
-// mints one fresh branded job per due occurrence and moves the name to its next instant, all on
-// the server clock. An occurrence's id is derived from (name, instant), so pumps racing on one
-// occurrence mint it once. The consumer's beat runs the pump; `pump()` is here for tools and tests.
+// Repeat: fixed cadences (the seeds' @register). A registration is a member of `P repeat` scored
+// by its upcoming slot plus a `P repeat:<name>` record (period, payload template, missed-run
+// policy), not a loop that holds state. The slot's occurrence exists already, a delayed job in the
+// schedule: register makes the first, and promote, releasing one at its instant, makes the next in
+// the same call (protocol/lib/recurrence.lua), all on the server clock. The pump
+// (protocol/scripts/pump.lua) is the backstop for a slot nothing released. An occurrence's id is
+// derived from (name, instant), so callers racing on one occurrence make it once. The consumer's
+// beat runs the pump; `pump()` is here for tools and tests.
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
 import type { Connector } from '../wire/connector.js';
@@ -53,7 +55,7 @@ export interface RepeatView<T = unknown> {
   createdAt: number;
 }
 
-/** A pump call's outcome: ids minted, the server's now, and the next due instant (-1: none). */
+/** A pump call's outcome: ids released (`minted`, the seeds' word), the server's now, and the next due instant (-1: none). */
 export interface PumpResult {
   minted: string[];
   now: number;
@@ -119,8 +121,8 @@ export class Repeat {
   constructor(private readonly queue: RecurrenceHost) {}
 
   /**
-   * Registers a cadence: every `everyMs` from the first run, the pump mints a pending job with
-   * `template` as its data and `name` as its name. Idempotent on the name: 'exists' when it is
+   * Registers a cadence: every `everyMs` from the first run, a job with `template` as its data and
+   * `name` as its name; this call schedules the first occurrence. Idempotent on the name: 'exists' when it is
    * registered already (nothing changes, even if the period or template differ; unregister first).
    */
   async register(
@@ -197,7 +199,7 @@ export class Repeat {
     return out;
   }
 
-  /** Mints every due occurrence (at most `batch`); resolves with the ids minted. */
+  /** Releases every due occurrence (at most `batch`); resolves with the ids released. */
   async pump(batch = 100): Promise<string[]> {
     return (await this.pumpNext(batch)).minted;
   }
