@@ -163,7 +163,16 @@ export class MemoryEngine implements ServerCommands {
       throw new CommandError("ERR Number of keys can't be greater than number of args");
     const keys = args.slice(1, 1 + numkeys);
     const argv = args.slice(1 + numkeys);
-    const scriptCtx: CommandContext = { ...contextOf(ctx), inScript: true };
+    // One clock reading per script call: TIME, stream ids and expiry inside it all read it. A
+    // script runs in microseconds on Redis and in milliseconds here; a live clock would let the
+    // ids of the events it writes drift past the TIME it priced its instants from.
+    const us = ctx.nowUs();
+    const scriptCtx: CommandContext = {
+      ...contextOf(ctx),
+      inScript: true,
+      nowUs: () => us,
+      nowMs: () => Math.floor(us / 1000),
+    };
     return this.scripts().run(sha.toLowerCase(), keys, argv, (command) => {
       const name = (command[0] ?? '').toUpperCase();
       if (NOT_IN_SCRIPTS.has(name)) return new RespError('ERR This Redis command is not allowed from script');
