@@ -3,6 +3,7 @@ import { Cluster } from 'ioredis';
 import { addFlow, type FlowJob, type FlowResult } from './flows.js';
 import { Queue, type QueueOptions } from './queue.js';
 import { type ConnectOptions, Connector, type RedisClient } from './wire/connector.js';
+import { type EngineClock, REDIS_CLOCK } from './wire/memory/index.js';
 import { detectNativeCommands } from './wire/native-module.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
@@ -32,6 +33,15 @@ export class EchoMQ {
     await warnOnEviction(connector.client);
     const { defaultAttempts, maxPayloadBytes } = opts;
     return new EchoMQ(connector, { defaultAttempts, maxPayloadBytes });
+  }
+
+  /**
+   * The server clock every script reads. On a `memory://` engine a test moves it
+   * (`mq.clock.advance('5m')`, `mq.clock.set(date)`) and the consumers on the engine act on what
+   * fell due; on Redis its methods refuse (EMQINPUT): only real time moves a server's TIME.
+   */
+  get clock(): EngineClock {
+    return this.connector.memory?.clock ?? REDIS_CLOCK;
   }
 
   /** The queue with this name (one object per name per connection). */

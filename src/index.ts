@@ -69,4 +69,5 @@ export {
 } from './recurring/schedulers.js';
 export type { ConnectOptions, RedisClient } from './wire/connector.js';
 export { PROTOCOL_VERSION } from './wire/keyspace.js';
+export type { EngineClock } from './wire/memory/clock.js';
 export { type ModuleMode, NATIVE_COMMANDS } from './wire/native-module.js';

@@ -200,6 +200,7 @@ export class Queue<D = unknown, R = unknown> {
   private helloDone = false;
   /** KEYS per script for calls about no particular job: built once, not per call. */
   private readonly keyCache = new Map<string, string[]>();
+  private readonly started = new Set<Consumer<D, R>>();
   private batch: {
     job: Admission;
     resolve: (r: { id: string; status: EnqueueStatus }) => void;
@@ -620,7 +621,15 @@ export class Queue<D = unknown, R = unknown> {
   /** Starts a consumer running `handler` over this queue's jobs. See ConsumeOptions. */
   consume(handler: Handler<D, R>, opts?: ConsumeOptions): Consumer<D, R> {
     this.connector.assertOpen();
-    return new Consumer<D, R>(this, handler, opts).start();
+    const consumer = new Consumer<D, R>(this, handler, opts);
+    this.started.add(consumer);
+    consumer.once('closed', () => this.started.delete(consumer));
+    return consumer.start();
+  }
+
+  /** The consumers started on this queue object that have not closed (echomq/testing waits on them). */
+  get consumers(): readonly Consumer<D, R>[] {
+    return [...this.started];
   }
 
   /** Follows the queue's events stream (from '$' by default; '0' replays). */

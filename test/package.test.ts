@@ -29,6 +29,7 @@ describe('package entry points', () => {
     ['echomq/dashboard', ['dashboardHandler', 'startDashboard']],
     ['echomq/metrics', ['registerMetrics', 'streamMs']],
     ['echomq/tracing', ['TracedQueue', 'formatTraceContext', 'parseTraceContext', 'withTracing']],
+    ['echomq/testing', ['enqueued', 'runUntilIdle']],
   ])('%s exports %j', async (subpath, names) => {
     const mod = (await import(subpath)) as Record<string, unknown>;
     for (const name of names) expect(typeof mod[name], `${subpath} ${name}`).not.toBe('undefined');

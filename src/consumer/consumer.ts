@@ -227,6 +227,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private blockingId: number | undefined;
   private loopDone: Promise<void> | undefined;
   private readonly idleWaiters: (() => void)[] = [];
+  /** recheck() calls so far, and how many had been made when the last full beat began. */
+  private rechecks = 0;
+  private beatRechecks = 0;
+  private unwatchClock: (() => void) | undefined;
   private readonly settledWaiters: (() => void)[] = [];
 
   constructor(
@@ -276,6 +280,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       );
     };
     blocking.on('ready', learnId);
+    // A test moving a memory engine's clock makes anything due: act on it as on a due instant.
+    this.unwatchClock = this.queue.connector.memory?.clock.watch(() => this.recheck());
     this.loopDone = this.loop();
     return this;
   }
@@ -293,6 +299,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   private async loop(): Promise<void> {
     while (!this.closing) {
+      const rechecks = this.rechecks;
       if (this.ttlMs !== undefined && performance.now() - this.startedAt >= this.ttlMs) {
         void this.close();
         break;
@@ -303,14 +310,14 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
         // server runs it right after promote, so released jobs start without another trip.
         const promoted = this.promote();
         const claimed = this.promoting ? this.drain(true) : undefined;
-        await promoted;
-        await claimed;
+        await Promise.all([promoted, claimed]); // both awaited: neither rejection goes unhandled
         await this.recurring();
         await this.drain();
         if (this.degradedStreak > 0) {
           this.degradedStreak = 0;
           this.emit('recovered');
         }
+        this.beatRechecks = rechecks;
       } catch (err) {
         if (this.closing) break;
         this.degradedStreak += 1;
@@ -322,6 +329,24 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       this.settle();
       await this.park();
     }
+  }
+
+  /**
+   * Runs every leg of the beat now, as if each of its instants had come: recovery (expired
+   * leases), promote, recurrence and a claim. A moved memory-engine clock calls it, and so do
+   * the testing helpers (echomq/testing), which then await idle(): that waits for a beat begun
+   * after this call.
+   */
+  recheck(): void {
+    if (this.closing) return;
+    this.rechecks += 1;
+    this.lastRecoverAt = Number.NEGATIVE_INFINITY;
+    this.scheduleMoved = true;
+    this.recurrenceMoved = true;
+    this.short = false;
+    if (this.limitedUntil !== Number.POSITIVE_INFINITY) this.limitedUntil = performance.now();
+    if (this.parked === 'sleep') this.wakeLoop();
+    else if (this.parked === 'block') this.rearmBlock?.(0);
   }
 
   /** Recovery per the `recovery` option, and the heartbeat that lists this consumer in tools. */
@@ -410,6 +435,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     // A claim that was not short while slots are free stopped early (it dropped its bound of
     // ghosts, or slots freed meanwhile): claim again at once rather than wait for a beat.
     if (!this.short && this.free > 0) return;
+    if (this.beatRechecks !== this.rechecks) return; // a recheck came during the beat: beat again
     const untilTtl = this.ttlMs === undefined ? Number.POSITIVE_INFINITY : this.startedAt + this.ttlMs;
     const untilDue = Math.min(this.dueAt(), untilTtl) - performance.now();
     const wait = Math.max(
@@ -807,13 +833,16 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       for (const w of this.settledWaiters.splice(0)) w();
       // Work held back by a rate window is not idleness: the consumer claims it when it reopens.
       const waiting = this.limitedUntil !== Number.POSITIVE_INFINITY;
-      if ((this.short && !waiting) || this.closing) for (const w of this.idleWaiters.splice(0)) w();
+      const rechecked = this.beatRechecks === this.rechecks;
+      if ((this.short && !waiting && rechecked) || this.closing)
+        for (const w of this.idleWaiters.splice(0)) w();
     }
   }
 
   /**
    * Resolves when nothing is running and the last claim found nothing claimable, and no rate
-   * limit holds jobs back (a paused queue or lane counts as idle).
+   * limit holds jobs back (a paused queue or lane counts as idle); after recheck(), once a beat
+   * begun after it has run.
    */
   idle(): Promise<void> {
     return new Promise((resolve) => {
@@ -834,6 +863,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   private async shutdown(timeoutMs: number): Promise<void> {
     this.closing = true;
+    this.unwatchClock?.();
     this.wakeLoop();
     // Closing the blocking connection ends a blocking XREAD at once (closed once: a second
     // disconnect of an ioredis client leaves a 2 s timer holding the process open).

@@ -5,7 +5,7 @@ import { EchoMQError } from '../../core/errors.js';
 import { memoryClient } from './connection.js';
 import { MemoryEngine } from './engine.js';
 
-export { MemoryClock } from './clock.js';
+export { type EngineClock, MemoryClock, REDIS_CLOCK } from './clock.js';
 export { MemoryEngine } from './engine.js';
 
 /** Redis options that have no meaning in one process, with why. */
