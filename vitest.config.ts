@@ -26,7 +26,8 @@ export default defineConfig({
     hookTimeout: 30_000,
     pool: 'forks',
     projects: [
-      { extends: true, test: { name: 'redis', include: ['test/**/*.test.ts'] } },
+      // examples/*.test.ts: the README's test examples, run as the tests they show.
+      { extends: true, test: { name: 'redis', include: ['test/**/*.test.ts', 'examples/**/*.test.ts'] } },
       {
         extends: true,
         test: { name: 'memory', include: BOTH_ENGINES, env: { ECHOMQ_TEST_ENGINE: 'memory' } },

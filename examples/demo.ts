@@ -1,9 +1,8 @@
 // `npm start`: a producer and a consumer on one queue, printing what happens with timestamps.
-// Uses REDIS_URL, else a Redis answering on 127.0.0.1:6379, else a throw-away redis-server from
-// PATH that it stops on the way out. Ends by itself after DEMO_SECONDS (default 5) or on Ctrl-C.
-import { Redis } from 'ioredis';
-import { EchoMQ, EchoMQError, type Job, mintJobId } from '../src/index.js';
-import { findOrStartRedis } from '../tools/dev-redis.js';
+// Uses REDIS_URL (which must answer), else a Redis answering on 127.0.0.1:6379, else the
+// in-process memory engine. Ends by itself after DEMO_SECONDS (default 5) or on Ctrl-C.
+import { EchoMQ, EchoMQError, type Job, mintJobId, type RedisClient } from '../src/index.js';
+import { findRedis } from '../tools/dev-redis.js';
 
 interface Task {
   kind: 'resize' | 'report' | 'flaky';
@@ -31,23 +30,21 @@ function label(id: string): string {
 
 // ── a Redis to talk to ──────────────────────────────────────────────────────────
 
-let server: Awaited<ReturnType<typeof findOrStartRedis>>;
+let server: Awaited<ReturnType<typeof findRedis>>;
 try {
-  server = await findOrStartRedis();
+  server = await findRedis();
 } catch (err) {
   if (err instanceof EchoMQError && err.code === 'EMQNOSERVER') {
-    console.error(`The demo needs Redis, and none was found.\n${err.message}`);
+    console.error(`The demo cannot reach the Redis it was given.\n${err.message}`);
     process.exit(1);
   }
   throw err;
 }
-if (server.note) log('redis', server.note);
-log('redis', server.started ? `started a throw-away redis-server at ${server.url}` : `using ${server.url}`);
+log('redis', server.note);
 
 // A queue of its own, so a Redis shared with other work is left as it was found.
 const queueName = `demo-${Date.now().toString(36)}`;
-const redis = new Redis(server.url);
-const mq = await EchoMQ.connect({ redis });
+const mq = await EchoMQ.connect({ url: server.url });
 const queue = mq.queue<Task, string>(queueName);
 
 // ── watch ───────────────────────────────────────────────────────────────────────
@@ -119,17 +116,14 @@ function shutdown(why: string): Promise<void> {
     const counts = await queue.counts();
     log('demo', `jobs by state: ${JSON.stringify(counts)}`);
     await events.close();
+    await removeQueueKeys(mq.connector.client, queueName);
     await mq.close();
-    await removeQueueKeys(redis, queueName);
-    await redis.quit();
-    await server.stop();
-    if (server.started) log('redis', 'stopped the throw-away redis-server');
   })();
   return stopping;
 }
 
 /** Deletes this run's keys (all under `emq:{<queue>}:`) with SCAN, never KEYS. */
-async function removeQueueKeys(client: Redis, name: string): Promise<void> {
+async function removeQueueKeys(client: RedisClient, name: string): Promise<void> {
   let cursor = '0';
   do {
     const [next, keys] = await client.scan(cursor, 'MATCH', `emq:{${name}}:*`, 'COUNT', 500);
@@ -141,7 +135,7 @@ async function removeQueueKeys(client: Redis, name: string): Promise<void> {
 const timer = setTimeout(() => void shutdown(`${seconds} s are up`), seconds * 1000);
 // One Ctrl-C reaches this process several times (from the terminal, relayed by npm and by tsx):
 // signals within a second of the first are that same one. A later one means "now": exit at
-// once (findOrStartRedis kills a throw-away server when the process exits).
+// once.
 let firstSignalAt = 0;
 function onSignal(signal: NodeJS.Signals): void {
   if (!stopping) {

@@ -1,5 +1,6 @@
 // EchoMQ: a connection to Redis and the queues on it.
 import { Cluster } from 'ioredis';
+import { EchoMQError, optionsObject } from './core/errors.js';
 import { addFlow, type FlowJob, type FlowResult } from './flows.js';
 import { Queue, type QueueOptions } from './queue.js';
 import { type ConnectOptions, Connector, type RedisClient } from './wire/connector.js';
@@ -7,6 +8,8 @@ import { type EngineClock, REDIS_CLOCK } from './wire/memory/index.js';
 import { detectNativeCommands } from './wire/native-module.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
+
+const CONNECT_OPTIONS = ['url', 'redis', 'redisOptions', 'module', 'defaultAttempts', 'maxPayloadBytes'];
 
 export class EchoMQ {
   private readonly queues = new Map<string, Queue<never, never>>();
@@ -17,7 +20,16 @@ export class EchoMQ {
   ) {}
 
   /** Connects (and checks the server answers). `url` defaults to REDIS_URL, then 127.0.0.1:6379. */
-  static async connect(opts: EchoMQOptions = {}): Promise<EchoMQ> {
+  static async connect(options?: EchoMQOptions): Promise<EchoMQ> {
+    const opts = optionsObject(options, 'connect options');
+    for (const key of Object.keys(opts)) {
+      if (!CONNECT_OPTIONS.includes(key)) {
+        throw new EchoMQError(
+          'EMQINPUT',
+          `unknown connect option "${key}"; known: ${CONNECT_OPTIONS.join(', ')} (ioredis options go under redisOptions)`,
+        );
+      }
+    }
     const connector = Connector.open(opts);
     try {
       await connector.client.ping();

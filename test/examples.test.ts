@@ -73,3 +73,16 @@ describe('README "Flow control"', () => {
     }
   });
 });
+
+// examples/testing.test.ts is itself a test file the suite runs (vitest.config.ts includes
+// examples/**/*.test.ts); the README's "Testing your jobs" section shows it as it is.
+describe('README "Testing your jobs"', () => {
+  it('shows examples/testing.test.ts as it is', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const at = readme.indexOf('\n## Testing your jobs\n');
+    expect(at).toBeGreaterThan(0);
+    const section = readme.slice(at, readme.indexOf('\n## ', at + 1));
+    const text = readFileSync(join(root, 'examples/testing.test.ts'), 'utf8');
+    expect(section).toContain(`\`\`\`ts\n${text}\`\`\`\n`);
+  });
+});

@@ -1,12 +1,11 @@
 // The README's promises, checked: its quick start is examples/quickstart.ts and prints what the
 // README says; the `npm start` demo runs its jobs to completion and exits by itself; and
-// findOrStartRedis finds, starts, stops, or explains plainly how to install redis-server.
+// findRedis finds a Redis or falls back to the memory engine, and a dead REDIS_URL is an error.
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EchoMQError } from '../src/core/errors.js';
-import { findOrStartRedis } from '../tools/dev-redis.js';
+import { findRedis } from '../tools/dev-redis.js';
 import { useRedisServer } from './support/harness.js';
 import { freePort } from './support/redis-server.js';
 import { ROOT as root, runTs } from './support/run-process.js';
@@ -55,19 +54,6 @@ function pathWithoutRedis(): string {
 /** A URL on which nothing listens. */
 async function closedUrl(): Promise<string> {
   return `redis://127.0.0.1:${await freePort()}`;
-}
-
-async function answers(url: string): Promise<boolean> {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    return (await client.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    client.disconnect();
-  }
 }
 
 // ── the quick start ─────────────────────────────────────────────────────────────
@@ -125,76 +111,75 @@ describe('npm start (examples/demo.ts)', () => {
     }
   });
 
-  it('says plainly how to install redis-server when there is no Redis and none on PATH', async () => {
+  it('runs on the memory engine, saying so in one line, when no REDIS_URL is given and nothing answers the probe', async () => {
+    // The probe address is a closed port of this machine's, never 127.0.0.1:6379; PATH holds no
+    // redis-server, so nothing could start one.
     const closed = await closedUrl();
     const run = await runTs(
       'examples/demo.ts',
-      cleanEnv({ PATH: pathWithoutRedis(), REDIS_URL: closed, DEMO_PROBE_URL: closed }),
+      cleanEnv({ PATH: pathWithoutRedis(), DEMO_PROBE_URL: closed, DEMO_SECONDS: '2' }),
+    );
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const notes = run.stdout.split('\n').filter((l) => l.includes('memory engine'));
+    expect(notes).toHaveLength(1);
+    expect(notes[0]).toContain(
+      `no REDIS_URL and no Redis at ${closed}: running on the in-process memory engine`,
+    );
+    expect(run.stdout).toMatch(/consumer completed send welcome email: /);
+    expect(run.stdout).toMatch(/event +completed +nightly report/);
+    expect(run.stdout).toContain('"completed":5');
+  });
+
+  it('exits 1 naming REDIS_URL (without its password) and the cause when REDIS_URL is set but does not answer', async () => {
+    const closed = (await closedUrl()).replace('redis://', 'redis://ada:s3cret@');
+    const run = await runTs(
+      'examples/demo.ts',
+      cleanEnv({ REDIS_URL: closed, DEMO_PROBE_URL: env.server.url }),
     );
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
-    expect(run.stderr).toContain('no redis-server was found on PATH');
-    expect(run.stderr).toContain('apt-get install redis-server');
+    expect(run.stderr).toContain(`REDIS_URL ${closed.replace('s3cret', '***')} did not answer: `);
+    expect(run.stderr).toContain('ECONNREFUSED');
+    expect(run.stderr).not.toContain('s3cret');
   });
 });
 
-// ── findOrStartRedis ────────────────────────────────────────────────────────────
+// ── findRedis ───────────────────────────────────────────────────────────────────
 
-describe('findOrStartRedis', () => {
-  it('uses REDIS_URL when it answers, and starts nothing', async () => {
+describe('findRedis', () => {
+  it('uses REDIS_URL when it answers', async () => {
     vi.stubEnv('REDIS_URL', env.server.url);
-    const found = await findOrStartRedis();
-    expect(found).toMatchObject({ url: env.server.url, started: false });
-    await found.stop(); // a no-op: the server is not ours
-    expect(await answers(env.server.url)).toBe(true);
+    expect(await findRedis()).toEqual({ url: env.server.url, note: `using ${env.server.url}` });
   });
 
   it('uses the probe URL when no REDIS_URL is given and it answers', async () => {
     vi.stubEnv('REDIS_URL', '');
     vi.stubEnv('DEMO_PROBE_URL', env.server.url);
-    const found = await findOrStartRedis();
-    expect(found).toMatchObject({ url: env.server.url, started: false });
+    expect((await findRedis()).url).toBe(env.server.url);
   });
 
-  it('starts a throw-away redis-server from PATH when nothing answers, and stop() ends it', async () => {
+  it('falls back to memory:// when no REDIS_URL is given and nothing answers the probe', async () => {
     vi.stubEnv('REDIS_URL', '');
-    vi.stubEnv('DEMO_PROBE_URL', await closedUrl());
-    const dev = await findOrStartRedis();
-    try {
-      expect(dev.started).toBe(true);
-      expect(dev.url).toMatch(/^redis:\/\/127\.0\.0\.1:\d+$/);
-      expect(await answers(dev.url)).toBe(true);
-    } finally {
-      await dev.stop();
-    }
-    expect(await answers(dev.url)).toBe(false);
+    const closed = await closedUrl();
+    const found = await findRedis({ probeUrl: closed });
+    expect(found.url).toBe('memory://');
+    expect(found.note).toContain(`no Redis at ${closed}`);
   });
 
-  it('starts one too when REDIS_URL does not answer, and says why', async () => {
+  it('throws EMQNOSERVER naming the URL and the cause when the REDIS_URL given does not answer', async () => {
     const closed = await closedUrl();
-    const dev = await findOrStartRedis({ url: closed });
-    try {
-      expect(dev.started).toBe(true);
-      expect(dev.note).toContain(`REDIS_URL ${closed} did not answer`);
-    } finally {
-      await dev.stop();
-    }
-  });
-
-  it('throws EMQNOSERVER with the install hint when nothing answers and redis-server is not on PATH', async () => {
-    const closed = await closedUrl();
-    vi.stubEnv('PATH', pathWithoutRedis());
-    vi.stubEnv('REDIS_URL', closed);
-    vi.stubEnv('DEMO_PROBE_URL', closed);
-    const err = await findOrStartRedis().then(
+    vi.stubEnv('DEMO_PROBE_URL', env.server.url); // a Redis that answers does not stand in for it
+    const err = await findRedis({ url: closed }).then(
       () => undefined,
       (e: unknown) => e,
     );
     expect(err).toBeInstanceOf(EchoMQError);
     expect((err as EchoMQError).code).toBe('EMQNOSERVER');
-    expect((err as EchoMQError).message).toBe(
-      `EMQNOSERVER: no Redis answered at ${closed} and no redis-server was found on PATH; ` +
-        'install it with: apt-get install redis-server (or set REDIS_URL)',
+    expect((err as EchoMQError).message).toMatch(
+      new RegExp(
+        `^EMQNOSERVER: REDIS_URL ${closed} did not answer: .*ECONNREFUSED.*; start that Redis, or unset REDIS_URL`,
+      ),
     );
   });
 });

@@ -49,7 +49,7 @@ export class Connector {
   ) {}
 
   static open(opts: ConnectOptions = {}): Connector {
-    if (opts.redis) return new Connector(opts.redis, false);
+    if (opts.redis && !isMemoryUrl(opts.url)) return new Connector(opts.redis, false);
     const url = opts.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
     if (isMemoryUrl(url)) {
       const { client, engine } = openMemory(url, opts as Record<string, unknown>);

@@ -43,7 +43,7 @@ export async function detectNativeCommands(
   if (mode === 'require' && found.size < names.length) {
     throw new EchoMQError(
       'EMQNOMODULE',
-      `module: 'require', but ${nodes.length > 1 ? 'not every node' : 'the server'} offers ${names.join(' and ')}; ` +
+      `module: 'require', but ${nodes.length > 1 ? 'not every node offers' : 'the server does not offer'} ${names.join(' and ')}; ` +
         'load module/build/echomq.so (redis-server --loadmodule, see the README) or connect with module: "auto"',
     );
   }

@@ -8,16 +8,23 @@ import { MemoryEngine } from './engine.js';
 export { type EngineClock, MemoryClock, REDIS_CLOCK } from './clock.js';
 export { MemoryEngine } from './engine.js';
 
-/** Redis options that have no meaning in one process, with why. */
+/**
+ * Options that only a Redis deployment gives a meaning, with why: connect options, and ioredis
+ * options under redisOptions (`redisOptions.<name>`).
+ */
 const REDIS_ONLY: Record<string, string> = {
-  tls: 'TLS protects a network connection, and a memory engine has none',
-  sentinels: 'Sentinel fails over between servers, and a memory engine is no server',
-  natMap: 'a NAT map translates server addresses, and a memory engine has none',
-  host: 'a memory engine lives in this process, not at a host',
-  port: 'a memory engine lives in this process, not on a port',
-  path: 'a memory engine lives in this process, not on a socket path',
-  password: 'a memory engine has no users to authenticate',
-  username: 'a memory engine has no users to authenticate',
+  redis:
+    'a client you own (a Redis or a Cluster) talks to its own servers, and the URL names a memory engine',
+  module: 'the native module loads into a redis-server, and a memory engine runs the scripts themselves',
+  'redisOptions.tls': 'TLS protects a network connection, and a memory engine has none',
+  'redisOptions.sentinels': 'Sentinel fails over between servers, and a memory engine is no server',
+  'redisOptions.name': 'it names a Sentinel master group, and a memory engine has no Sentinel',
+  'redisOptions.natMap': 'a NAT map translates server addresses, and a memory engine has none',
+  'redisOptions.host': 'a memory engine lives in this process, not at a host',
+  'redisOptions.port': 'a memory engine lives in this process, not on a port',
+  'redisOptions.path': 'a memory engine lives in this process, not on a socket path',
+  'redisOptions.password': 'a memory engine has no users to authenticate',
+  'redisOptions.username': 'a memory engine has no users to authenticate',
 };
 
 export function isMemoryUrl(url: string | undefined): url is string {
@@ -29,22 +36,19 @@ export function openMemory(
   url: string,
   options: { redisOptions?: RedisOptions; [other: string]: unknown },
 ): { client: Redis; engine: MemoryEngine } {
-  for (const [name, why] of Object.entries(REDIS_ONLY)) {
-    if ((options.redisOptions as Record<string, unknown> | undefined)?.[name] !== undefined) {
-      throw new EchoMQError(
-        'EMQINPUT',
-        `redisOptions.${name} cannot be used with ${url}: ${why}; drop it, or connect to a Redis URL`,
-      );
-    }
-  }
-  for (const name of ['cluster', 'clusterNodes', 'tls']) {
-    if (options[name] !== undefined && options[name] !== false) {
-      throw new EchoMQError(
-        'EMQINPUT',
-        `${name} cannot be used with ${url}: a memory engine is one engine in this process, without ` +
-          'Cluster or TLS; drop the option, or connect to a Redis URL',
-      );
-    }
+  const redisOptions = (options.redisOptions ?? {}) as Record<string, unknown>;
+  for (const [option, why] of Object.entries(REDIS_ONLY)) {
+    const [from, name] = option.startsWith('redisOptions.')
+      ? [redisOptions, option.slice(13)]
+      : [options, option];
+    const value = from[name];
+    // module 'auto' and 'off' mean "the scripts" here, which is what the engine runs.
+    if (value === undefined || value === false || (name === 'module' && value !== 'require')) continue;
+    throw new EchoMQError(
+      'EMQINPUT',
+      `${name === 'module' ? "module: 'require'" : option} cannot be used with ${url}: ${why}; drop it, ` +
+        'or connect to a Redis URL',
+    );
   }
   const engine = MemoryEngine.forUrl(url);
   const { db: _db, ...rest } = options.redisOptions ?? {};
