@@ -17,6 +17,7 @@ const BOTH_ENGINES = [
   'test/events.test.ts',
   'test/flows.test.ts',
   'test/retry.test.ts',
+  'test/bad-data.test.ts',
 ];
 
 export default defineConfig({

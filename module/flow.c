@@ -6,8 +6,15 @@
 /* Deeper chains are not walked by the read pass (a loop of parents would not end otherwise). */
 #define MAX_CHAIN 10000
 
-static const char *const PARENT_ROW[] = {"state", "continue", "group", "prio", "parent", NULL};
-enum { STATE, CONTINUE, GROUP, PRIO, PARENT };
+static const char *const PARENT_ROW[] = {"state", "continue", "group", "prio", "parent", "children", NULL};
+enum { STATE, CONTINUE, GROUP, PRIO, PARENT, CHILDREN, NROW };
+
+/* lib/flow.lua's check of a parent's numbers: the first malformed field, NULL when sound. */
+static const char *bad_parent_field(RedisModuleString **row) {
+  if (!counter_text(row[CHILDREN])) return "children";
+  if (!whole_text(row[PRIO])) return "prio";
+  return NULL;
+}
 
 static RedisModuleString *queue_key(Sweep *s, const char *name) { return key3(s, cstr(name), cstr(""), cstr("")); }
 
@@ -20,18 +27,12 @@ int ended_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *dedupe, Redis
   for (int step = 0; parent && step < MAX_CHAIN; step++) {
     RedisModuleString *pk = job_key(s, str_of(parent));
     if (!expect_type(s, pk, REDISMODULE_KEYTYPE_HASH)) return 0;
-    RedisModuleString *row[5];
+    RedisModuleString *row[NROW];
     hash_fields(s, pk, PARENT_ROW, row);
     if (!is(row[STATE], "waiting_children")) return 1;
     if (!expect_type(s, queue_key(s, "waiting_children"), REDISMODULE_KEYTYPE_ZSET)) return 0;
     if (!expect_type(s, K->events, REDISMODULE_KEYTYPE_STREAM)) return 0;
-    if (is(row[CONTINUE], "1")) {
-      RedisModuleString *children = hash_field(s, pk, "children");
-      long long n;
-      if (children && !redis_integer(str_of(children), &n))
-        return refuse(s, "ERR hash value is not an integer");
-      return release_keys_ok(s, K, row[GROUP], row[PRIO]);
-    }
+    if (is(row[CONTINUE], "1") && !bad_parent_field(row)) return release_keys_ok(s, K, row[GROUP], row[PRIO]);
     if (!expect_type(s, queue_key(s, "dead"), REDISMODULE_KEYTYPE_ZSET)) return 0;
     parent = row[PARENT];
   }
@@ -53,14 +54,20 @@ void dedupe_release(Sweep *s, Str key, Str id) {
   if (r) RedisModule_FreeCallReply(r);
 }
 
-/* 'child ' .. id .. ' failed (' .. outcome .. ')' */
-static RedisModuleString *failed_message(Sweep *s, Str child, const char *outcome) {
-  Str parts[] = {cstr("child "), child, cstr(" failed ("), cstr(outcome), cstr(")")};
+/* 'child ' .. id .. ' failed (' .. outcome .. ')', or with a malformed `field` of the parent the
+ * EMQDATA message of lib/flow.lua. */
+static RedisModuleString *failed_message(Sweep *s, Str parent, Str child, const char *outcome, const char *field) {
+  Str plain[] = {cstr("child "), child, cstr(" failed ("), cstr(outcome), cstr(")")};
+  Str data[] = {cstr("EMQDATA job "), parent, cstr(": its field "), cstr(field ? field : ""),
+                cstr(" is not a whole number; it was dead-lettered when its child "), child,
+                cstr(" ended: correct or remove the field, then retry the job")};
+  Str *parts = field ? data : plain;
+  int count = field ? 7 : 5;
   size_t n = 0, at = 0;
-  for (int i = 0; i < 5; i++) n += parts[i].n;
+  for (int i = 0; i < count; i++) n += parts[i].n;
   char stack[512];
   char *buf = n <= sizeof(stack) ? stack : RedisModule_Alloc(n);
-  for (int i = 0; i < 5; i++) memcpy(buf + at, parts[i].p, parts[i].n), at += parts[i].n;
+  for (int i = 0; i < count; i++) memcpy(buf + at, parts[i].p, parts[i].n), at += parts[i].n;
   RedisModuleString *message = RedisModule_CreateString(s->ctx, buf, n);
   if (buf != stack) RedisModule_Free(buf);
   return message;
@@ -72,11 +79,12 @@ int child_ended(Sweep *s, const QueueKeys *K, RedisModuleString *parent, Str id,
   while (parent && !s->failure) {
     Str pid = str_of(parent);
     RedisModuleString *pk = job_key(s, pid);
-    RedisModuleString *row[5];
+    RedisModuleString *row[NROW];
     hash_fields(s, pk, PARENT_ROW, row);
     if (!is(row[STATE], "waiting_children")) return 0;
     RedisModuleCallReply *r;
-    if (is(row[CONTINUE], "1")) {
+    const char *field = bad_parent_field(row);
+    if (is(row[CONTINUE], "1") && !field) {
       r = WRITE(s, "HINCRBY", "scl", pk, "children", -1LL);
       if (!r) return 0;
       long long left = reply_int(r);
@@ -96,14 +104,17 @@ int child_ended(Sweep *s, const QueueKeys *K, RedisModuleString *parent, Str id,
     if (!r) return 0;
     RedisModule_FreeCallReply(r);
     Str c = str_of(child);
-    RedisModuleString *message = failed_message(s, c, outcome);
+    RedisModuleString *message = failed_message(s, pid, c, outcome, field);
     r = WRITE(s, "HSET", "sccclcs", pk, "state", "dead", "finished", s->now, "error", message);
     if (!r) return 0;
     RedisModule_FreeCallReply(r);
     r = WRITE(s, "ZADD", "sls", queue_key(s, "dead"), s->now, parent);
     if (!r) return 0;
     RedisModule_FreeCallReply(r);
-    add_event(s, K->events, "failed", pid, "reason", cstr("child"), "child", c);
+    if (field)
+      add_event3(s, K->events, "failed", pid, "reason", cstr("data"), "field", cstr(field), "child", c);
+    else
+      add_event(s, K->events, "failed", pid, "reason", cstr("child"), "child", c);
     child = parent;
     parent = row[PARENT];
     outcome = "dead";

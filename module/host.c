@@ -332,6 +332,36 @@ int add_event(Sweep *s, RedisModuleString *events, const char *event, Str id, co
   return r != NULL;
 }
 
+int add_event3(Sweep *s, RedisModuleString *events, const char *event, Str id, const char *f1, Str v1,
+               const char *f2, Str v2, const char *f3, Str v3) {
+  if (!f3) return add_event(s, events, event, id, f1, v1, f2, v2);
+  RedisModuleCallReply *r = WRITE(s, "XADD", "sccbccccb" "cbcbcb", events, "MAXLEN", "~", s->emax.p, s->emax.n,
+                                  "*", "event", event, "id", id.p, id.n, f1, v1.p, v1.n, f2, v2.p, v2.n, f3,
+                                  v3.p, v3.n);
+  if (r) RedisModule_FreeCallReply(r);
+  return r != NULL;
+}
+
+int whole_text(RedisModuleString *v) {
+  if (!v) return 1;
+  Str t = str_of(v);
+  if (t.n == 0 || t.n > 17) return 0;
+  size_t i = t.p[0] == '-' ? 1 : 0;
+  if (i == t.n) return 0;
+  for (; i < t.n; i++)
+    if (t.p[i] < '0' || t.p[i] > '9') return 0;
+  return 1;
+}
+
+int counter_text(RedisModuleString *v) {
+  if (!v) return 1;
+  Str t = str_of(v);
+  if (t.n == 1 && t.p[0] == '0') return 1;
+  if (!whole_text(v)) return 0;
+  size_t i = t.p[0] == '-' ? 1 : 0;
+  return t.p[i] != '0';
+}
+
 int reply_failure(Sweep *s) {
   if (s->failure == (RedisModuleCallReply *)-1)
     return RedisModule_ReplyWithError(s->ctx, "ERR a write of the sweep could not run");

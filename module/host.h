@@ -55,6 +55,11 @@ RedisModuleString *job_key(Sweep *s, Str id);
 int parse_whole(Str v, long long min, long long *out);
 /* Lua 5.1's tonumber(v) of a string (strtod, hex, surrounding spaces). */
 int lua_number(Str v, double *out);
+/* protocol/lib/rows.lua's checks of a row field (NULL: absent, which passes): whole_text is
+ * decimal text of a whole number (at most 17 characters, optional '-'); counter_text is an
+ * integer as Redis writes one (what HINCRBY takes: no leading zero, no '-0'). */
+int whole_text(RedisModuleString *v);
+int counter_text(RedisModuleString *v);
 /* Redis's integer text (what HINCRBY accepts). */
 int redis_integer(Str v, long long *out);
 /* A Lua number as Lua 5.1 writes it in a concatenation ('%.14g'). */
@@ -96,6 +101,9 @@ int remove_members(Sweep *s, RedisModuleString *zset, RedisModuleCallReply *list
 /* XADD events MAXLEN ~ emax * event <event> id <id> [f1 v1 [f2 v2]] */
 int add_event(Sweep *s, RedisModuleString *events, const char *event, Str id, const char *f1, Str v1,
               const char *f2, Str v2);
+/* The same with three fields (f3 NULL: two). */
+int add_event3(Sweep *s, RedisModuleString *events, const char *event, Str id, const char *f1, Str v1,
+               const char *f2, Str v2, const char *f3, Str v3);
 /* Replies the failure a write pass stopped on. */
 int reply_failure(Sweep *s);
 

@@ -6,6 +6,7 @@
  *   EMQ.PROMOTE 2 schedule pending prefix batch [mode]      (the seeds' form; the rest by prefix)
  */
 #include "promote.h"
+#include "quarantine.h"
 #include "recurrence.h"
 
 static const char *const KEYS[] = {"schedule", "pending", "events", "wake", "meta", "ring"};
@@ -57,7 +58,17 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     row[STATE] = row[GROUP] = row[PRIO] = NULL;
     if (!(ok = expect_type(s, jks[i], REDISMODULE_KEYTYPE_HASH))) break;
     hash_fields(s, jks[i], ROW, row);
-    if (!row[STATE] || !str_eq(str_of(row[STATE]), "scheduled")) continue;
+    if (!row[STATE]) continue; /* a ghost */
+    if (!str_eq(str_of(row[STATE]), "scheduled")) {
+      flat = 1; /* a rehome may release to pending, a quarantine a flow parent */
+      ok = rehome_keys_ok(s, &K, jks[i], row[STATE]);
+      continue;
+    }
+    if (!whole_text(row[PRIO])) {
+      flat = 1;
+      ok = quarantine_keys_ok(s, &K, jks[i]);
+      continue;
+    }
     if (!row[GROUP]) flat = 1;
     ok = expect_type(s, K.events, REDISMODULE_KEYTYPE_STREAM) && release_keys_ok(s, &K, row[GROUP], row[PRIO]) &&
          follow_ok(s, &K, s->key[SCHEDULE], member_at(due, i)) &&
@@ -80,8 +91,14 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModuleCallReply *rm = WRITE(s, "ZREM", "sb", s->key[SCHEDULE], id.p, id.n);
     if (!rm) break;
     RedisModule_FreeCallReply(rm);
-    /* A ghost (row gone) leaves the set and is not resurrected; only a scheduled row moves. */
-    if (row[STATE] && str_eq(str_of(row[STATE]), "scheduled")) {
+    /* A ghost (row gone) leaves the set and is not resurrected; only a scheduled row moves. A row
+     * in another state goes to its own set when that lacks it; a malformed prio dead-letters. */
+    if (!row[STATE]) continue;
+    if (!str_eq(str_of(row[STATE]), "scheduled")) {
+      if (rehome(s, &K, jks[i], id, row[STATE], &pending_card)) woke = 1;
+    } else if (!whole_text(row[PRIO])) {
+      if (quarantine(s, &K, jks[i], id, "prio", str_of(row[PRIO]), &pending_card)) woke = 1;
+    } else {
       RedisModuleCallReply *r = WRITE(s, "HSET", "scc", jks[i], "state", "pending");
       if (!r) break;
       RedisModule_FreeCallReply(r);

@@ -7,6 +7,7 @@
  */
 #include "flow.h"
 #include "sweep_stalled.h"
+#include "quarantine.h"
 
 #include <string.h>
 
@@ -26,6 +27,13 @@ enum { STATE, GROUP, PRIO, CANCEL, DEDUPE, PARENT, STALLED };
 
 static int is(RedisModuleString *v, const char *text) { return v && str_eq(str_of(v), text); }
 
+/* lib/recover.lua's RECOVER_NUMBERS: the first malformed field of an active row, NULL when sound. */
+static const char *bad_field(RedisModuleString **row, RedisModuleString **value) {
+  if (!counter_text(row[STALLED])) return *value = row[STALLED], "stalled";
+  if (!whole_text(row[PRIO])) return *value = row[PRIO], "prio";
+  return NULL;
+}
+
 /* Read pass for one expired member: the keys its recovery, death or cancellation touches. Its
  * row is kept in `row` for the write pass: no write of this call touches an active job's row
  * but its own (a parent told of a child's end is waiting_children, not active). */
@@ -34,7 +42,13 @@ static int member_ok(Sweep *s, const QueueKeys *K, RedisModuleString *jk, RedisM
   if (!expect_type(s, jk, REDISMODULE_KEYTYPE_HASH)) return 0;
   hash_fields(s, jk, ROW, row);
   int ok = 1;
-  if (is(row[STATE], "active")) {
+  RedisModuleString *bad;
+  if (row[STATE] && !is(row[STATE], "active")) {
+    ok = rehome_keys_ok(s, K, jk, row[STATE]);
+  } else if (row[STATE] && bad_field(row, &bad)) {
+    ok = !row[GROUP] || lane_done_keys_ok(s, K, row[GROUP]);
+    if (ok) ok = quarantine_keys_ok(s, K, jk);
+  } else if (row[STATE]) {
     long long stalled = 0;
     ok = expect_type(s, K->events, REDISMODULE_KEYTYPE_STREAM);
     if (ok && row[GROUP]) ok = lane_done_keys_ok(s, K, row[GROUP]);
@@ -104,7 +118,14 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     Str id = member_at(expired, i);
     RedisModuleString *jk = jks[i], **row = rows + 7 * i;
     RedisModuleCallReply *r;
-    if (is(row[STATE], "active")) {
+    RedisModuleString *bad;
+    const char *field;
+    if (row[STATE] && !is(row[STATE], "active")) {
+      if (rehome(s, &K, jk, id, row[STATE], &pending_card)) woke = 1;
+    } else if (row[STATE] && (field = bad_field(row, &bad))) {
+      if (row[GROUP] && lane_done(s, &K, row[GROUP])) woke = 1;
+      if (!s->failure && quarantine(s, &K, jk, id, field, str_of(bad), &pending_card)) woke = 1;
+    } else if (row[STATE]) {
       if (row[GROUP] && lane_done(s, &K, row[GROUP])) woke = 1;
       r = WRITE(s, "HINCRBY", "scl", jk, "stalled", 1LL);
       if (!r) break;

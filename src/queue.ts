@@ -460,7 +460,8 @@ export class Queue<D = unknown, R = unknown> {
   /**
    * Returns a dead, cancelled or completed job (a re-run) to pending (its lane when it has a
    * group) with its attempts reset to 0; its error is kept as `lastError`, its result dropped.
-   * EMQNOJOB when there is no such job, EMQSTATE when it has not ended.
+   * EMQNOJOB when there is no such job, EMQSTATE when it has not ended, EMQDATA when its row holds
+   * a malformed number (bad data: the job could not run; correct the field first).
    */
   async retry(id: string): Promise<void> {
     assertJobId(id);
@@ -469,6 +470,12 @@ export class Queue<D = unknown, R = unknown> {
     if (status === 'EMQSTATE') {
       const state = await this.connector.client.hget(this.keys.job(id), 'state');
       throw new EchoMQError('EMQSTATE', `job ${id} is ${state}: only a job that ended can be retried`);
+    }
+    if (status === 'EMQDATA') {
+      throw new EchoMQError(
+        'EMQDATA',
+        `job ${id} has a prio, token or max that is not a whole number: correct or remove the field (see its error), then retry it`,
+      );
     }
   }
 
@@ -550,7 +557,7 @@ export class Queue<D = unknown, R = unknown> {
       const statuses = (await this.run('retry', [this.keys.prefix, ...ids])) as string[];
       for (const s of statuses) {
         if (s === 'OK') retried += 1;
-        else if (s === 'EMQSTATE') skip += 1;
+        else if (s === 'EMQSTATE' || s === 'EMQDATA') skip += 1;
       }
       opts.onProgress?.({ retried, total });
     }
@@ -714,7 +721,10 @@ export function jobView<D, R>(id: string, row: Record<string, string>): JobView<
   if (row.name) view.name = row.name;
   if (row.group) view.group = row.group;
   if (row.prio) view.priority = Number(row.prio);
-  if (row.backoff) view.backoff = JSON.parse(row.backoff) as BackoffPolicy;
+  if (row.backoff) {
+    const policy = parseMaybe(row.backoff); // malformed text (bad data) is shown as no policy
+    if (typeof policy === 'object' && policy !== null) view.backoff = policy as BackoffPolicy;
+  }
   if (row.result !== undefined) view.result = parseMaybe(row.result) as R;
   if (row.error !== undefined)
     view.error = row.stack ? { message: row.error, stack: row.stack } : { message: row.error };

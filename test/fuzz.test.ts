@@ -14,6 +14,7 @@ import { PROTOCOL_VERSION } from '../src/wire/keyspace.js';
 import { loadScripts, type ScriptName } from '../src/wire/scripts.js';
 import { uniqueQueue, useRedisServer } from './support/harness.js';
 import { loadModuleArgs } from './support/native-module.js';
+import { poll } from './support/wait.js';
 
 const env = useRedisServer({ args: loadModuleArgs() });
 
@@ -29,6 +30,7 @@ const CODES: readonly ErrorCode[] = [
   'EMQTIMEOUT',
   'EMQJOBFAILED',
   'EMQPROTOCOL',
+  'EMQDATA',
 ];
 
 let mq: EchoMQ;
@@ -976,5 +978,93 @@ describe('limits', () => {
     const dlen = await raw.xlen(d.keys.key('events'));
     expect(dlen).toBeGreaterThanOrEqual(10_000);
     expect(dlen).toBeLessThanOrEqual(10_100);
+  });
+});
+
+// ── bad data in the store (issue 12) ────────────────────────────────────────────
+
+describe('garbage in any field of any row in any set loses no other job', () => {
+  const FIELDS = [
+    'state',
+    'attempts',
+    'token',
+    'max',
+    'prio',
+    'stalled',
+    'payload',
+    'backoff',
+    'group',
+    'runat',
+    'parent',
+    'dedupe',
+    'cancel',
+    'created',
+  ] as const;
+  const SETS = ['pending', 'lane', 'schedule', 'active'] as const;
+  const garbage = fc.oneof(
+    fc.string({ maxLength: 12 }),
+    fc.constantFrom('', 'x', '1.5', '-', '-0', '007', 'NaN', 'inf', '1e3', ' 1', '0x10', '{', 'null', '[]'),
+    fc.constantFrom('{"kind":"linear"}', '{"kind":"fixed","ms":-1}', '99999999999999999999', 'Pending'),
+  );
+
+  it('the malformed job ends completed (harmless garbage) or dead with a reason; every other job completes; the consumer carries on', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...SETS),
+        fc.constantFrom(...FIELDS),
+        garbage,
+        fc.nat({ max: 3 }),
+        async (set, field, value, pick) => {
+          const q = mq.queue<number, number>(uniqueQueue('fz-rows'));
+          const P = q.keys.prefix;
+          // Two jobs in each set: flat pending, a lane, due in the schedule, active under a lease
+          // that expired (its consumer died).
+          const active = [(await q.enqueue(0)).id, (await q.enqueue(1)).id];
+          await q.run('claim', [P, 2, 1]);
+          const ids: Record<(typeof SETS)[number], string[]> = {
+            active,
+            pending: [(await q.enqueue(2)).id, (await q.enqueue(3)).id],
+            lane: [(await q.enqueue(4, { group: 'g' })).id, (await q.enqueue(5, { group: 'g' })).id],
+            schedule: [(await q.enqueueIn(6, 1)).id, (await q.enqueueIn(7, 1)).id],
+          };
+          const bad = ids[set][pick % 2]!;
+          await raw.hset(`${P}job:${bad}`, field, value);
+          const degraded: unknown[] = [];
+          const consumer = q.consume((job) => job.data, { concurrency: 4, beatMs: 50, leaseMs: 2000 });
+          consumer.on('degraded', (err) => degraded.push(err));
+          try {
+            const all = Object.values(ids).flat();
+            const ended = async () => Promise.all(all.map((id) => q.get(id)));
+            const views = await poll(
+              ended,
+              (vs) => vs.every((v) => v === null || ['completed', 'dead', 'cancelled'].includes(v.state)),
+              `every job of ${set}/${field}=${JSON.stringify(value)} ended`,
+              15_000,
+            );
+            for (const v of views) {
+              if (v?.id === bad || v === null) continue;
+              expect(v.state, `${v.id} beside ${set}/${field}=${JSON.stringify(value)}`).toBe('completed');
+            }
+            const view = views[all.indexOf(bad)];
+            if (view && view.state !== 'completed') {
+              expect(view.state).toBe('dead');
+              expect(view.error?.message ?? '').not.toBe('');
+            }
+            // The consumer is still running: a new job is taken and completed.
+            const after = await q.enqueue(99);
+            await poll(
+              () => q.get(after.id),
+              (v) => v?.state === 'completed',
+              'a job after the bad one',
+              15_000,
+            );
+            expect(degraded).toEqual([]);
+          } finally {
+            await consumer.close({ timeoutMs: 0 });
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
   });
 });

@@ -11,7 +11,10 @@
 -- A ghost (an id whose row is gone) or a moved row (not pending) is dropped and the call pops
 -- on, so a claim never comes back short while claimable work remains; after SKIP_MAX such
 -- drops it stops and replies as if full, so the consumer claims again at once (bounded work
--- per call, and eviction's leftovers drain at full speed).
+-- per call, and eviction's leftovers drain at full speed). A moved row goes to the set its
+-- state names when that set lacks it, and a row whose attempts, token or max is not a whole
+-- number (or whose state is unknown) is dead-lettered as EMQDATA (lib/quarantine.lua): both
+-- count as drops, and neither stops the claim of the others.
 -- Returns the flat 7-per-job array (id token attempts max payload name backoff); when fewer
 -- than n were claimed and nothing claimable is left, the wake stream's last id to block on
 -- ('' when full, or when cut at SKIP_MAX: claim again); the ms until a rate limit lets more be
@@ -19,8 +22,9 @@
 -- read in the same atomic call as the wake id, so a consumer that parks after that id has
 -- seen every 'w s' written before it.
 local SKIP_MAX = 1000
+local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max', 4, whole_text }
 local function claim(p, K, n, lease, now, now_us, emax)
-  local jobs, got, wait, asked, skipped = {}, 0, -1, n, 0
+  local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
@@ -50,6 +54,13 @@ local function claim(p, K, n, lease, now, now_us, emax)
     local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
     if row[1] ~= 'pending' then -- a ghost or a moved row: drop it and pop on
       skipped = skipped + 1
+      if row[1] and rehome(p, K, id, row[1], now, emax) then woke = true end
+      return nil
+    end
+    local field, value = bad_number(row, CLAIM_NUMBERS)
+    if field then
+      skipped = skipped + 1
+      if quarantine(p, K, id, field, value, now, emax) then woke = true end
       return nil
     end
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
@@ -124,6 +135,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
   end
   bulk('ZADD', K.active, leases)
   emit_batch(K, emax, 'active', claimed, 'attempt', tries)
+  if woke then wake(K) end -- a dead-lettered child released its flow parent
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)

@@ -24,8 +24,13 @@ local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
   local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
   if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
   if mode == 'debounce' then
-    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
-    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own. So
+    -- is one whose attempts or prio is malformed: it is not touched here (the script that
+    -- next moves it dead-letters it), and the new job takes the lock.
+    if (state ~= 'scheduled' and state ~= 'pending') or bad_number(row, { 'attempts', 4, whole_text, 'prio', 3, whole_text })
+        or tonumber(row[4] or '0') > 0 then
+      return nil
+    end
     if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
     else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
     redis.call('HSET', jk, 'payload', payload)

@@ -4,17 +4,20 @@
 -- counts down; at zero the parent is released to claimable work (event waiting). A child
 -- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
 -- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
--- when it only counts down. A parent that is no longer waiting ignores its children.
+-- when it only counts down. A parent that is no longer waiting ignores its children. A parent
+-- whose children or prio is not a whole number (lib/rows.lua) cannot count down or be
+-- released: it fails as with a failed child, its error EMQDATA naming the field.
 -- True when claimable work went from none to some (the caller wakes parked consumers).
 --   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
 local function child_ended(p, K, parent, id, outcome, result, now, emax)
   local ok = outcome == 'completed'
   while parent do
     local pk = p .. 'job:' .. parent
-    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent')
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent', 'children')
     if row[1] ~= 'waiting_children' then return false end
-    if ok then redis.call('HSET', pk .. ':results', id, result) end
-    if ok or row[2] == '1' then
+    local field = bad_number(row, { 'children', 6, counter_text, 'prio', 4, whole_text })
+    if ok and not field then redis.call('HSET', pk .. ':results', id, result) end
+    if (ok or row[2] == '1') and not field then
       if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
       redis.call('ZREM', p .. 'waiting_children', parent)
       redis.call('HSET', pk, 'state', 'pending')
@@ -23,11 +26,18 @@ local function child_ended(p, K, parent, id, outcome, result, now, emax)
       return woke
     end
     redis.call('ZREM', p .. 'waiting_children', parent)
-    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error',
-      'child ' .. id .. ' failed (' .. outcome .. ')')
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error', field and
+      ('EMQDATA job ' .. parent .. ': its field ' .. field .. ' is not a whole number; it was dead-lettered '
+        .. 'when its child ' .. id .. ' ended: correct or remove the field, then retry the job')
+      or ('child ' .. id .. ' failed (' .. outcome .. ')'))
     redis.call('ZADD', p .. 'dead', now, parent)
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
-      'child', id)
+    if field then
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'data',
+        'field', field, 'child', id)
+    else
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+        'child', id)
+    end
     id, parent, ok, outcome = parent, row[5], false, 'dead'
   end
   return false

@@ -1,17 +1,26 @@
 -- Recover expired leases (shared by reap and sweep_stalled): each active member whose lease
 -- deadline has passed leaves active; a cancel request ends it cancelled; otherwise its
 -- `stalled` count goes up and it returns to claimable work, unless max_stalled is given and
--- the count passes it, when it is dead-lettered. Ghosts leave active and are not resurrected.
+-- the count passes it, when it is dead-lettered. Ghosts leave active and are not resurrected;
+-- a row in another state goes to its own set when that lacks it, and one whose stalled or
+-- prio is not a whole number (or whose state is unknown) is dead-lettered as EMQDATA, unlisted.
 -- A job that ends here frees its dedupe lock and tells its parent (needs lib/dedupe.lua and
 -- lib/flow.lua embedded before this block).
+local RECOVER_NUMBERS = { 'stalled', 7, counter_text, 'prio', 3, whole_text }
 local function recover(p, K, batch, now, emax, max_stalled)
   local recovered, dead, woke = {}, {}, false
   local expired = redis.call('ZRANGEBYSCORE', K.active, '-inf', now, 'LIMIT', 0, batch)
   for _, id in ipairs(expired) do
     redis.call('ZREM', K.active, id)
     local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel', 'dedupe', 'parent')
-    if row[1] == 'active' then
+    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel', 'dedupe', 'parent', 'stalled')
+    local field, value = bad_number(row, RECOVER_NUMBERS)
+    if row[1] ~= 'active' then
+      if rehome(p, K, id, row[1], now, emax) then woke = true end
+    elseif field then
+      if row[2] and lane_done(p, K, row[2]) then woke = true end
+      if quarantine(p, K, id, field, value, now, emax) then woke = true end
+    else
       if row[2] and lane_done(p, K, row[2]) then woke = true end
       local stalled = redis.call('HINCRBY', jk, 'stalled', 1)
       local ended = nil

@@ -13,6 +13,34 @@
 --   meta keep_completed (count, default 1000) and keep_completed_ms (age, default 1 day).
 --   A job with a dedupe lock (row field dedupe) frees it; a job with a parent counts down its
 --   parent (lib/flow.lua): waiting (parent) when that was the last child.
+-- >>> lib/rows.lua
+-- Bad data: a row field that a script computes with (a number) or dispatches on (the state),
+-- holding what no script writes (a hand edit, a foreign tool, a half-migrated store). Every
+-- script checks the fields it relies on before its first write to the row, so a malformed
+-- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
+-- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
+-- checks admit for prio and max, and what tonumber reads exactly.
+local function whole_text(v)
+  return not v or (#v <= 17 and string.find(v, '^%-?%d+$') ~= nil)
+end
+
+-- True when `v` is absent or an integer as Redis writes one (what HINCRBY takes: no leading
+-- zero, no '-0'), for the counters the scripts HINCRBY: attempts in handback, stalled, children.
+local function counter_text(v)
+  return not v or v == '0' or (#v <= 17 and string.find(v, '^%-?[1-9]%d*$') ~= nil)
+end
+
+-- The first of `fields` (name, position in `row`, check triples) whose value fails its check:
+-- its name and value, or nil when the row's numbers are sound.
+local function bad_number(row, fields)
+  for i = 1, #fields, 3 do
+    local v = row[fields[i + 1]]
+    if not fields[i + 2](v) then return fields[i], v end
+  end
+  return nil
+end
+-- <<< lib/rows.lua
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -106,6 +134,201 @@ local function server_clock()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 -- <<< lib/clock.lua
+-- >>> lib/retention.lua
+-- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
+-- deleting their rows (and a parent's P job:<id>:results) too. Bounded work per call: trims at most 1000 rows by count and
+-- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
+local function trim(p, set, keep, age, now)
+  local excess = redis.call('ZCARD', set) - keep
+  local old = {}
+  if excess > 0 then
+    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1)
+  elseif age >= 0 then
+    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, 100)
+  end
+  if #old > 0 then
+    local rows = {}
+    for i, id in ipairs(old) do
+      rows[2 * i - 1], rows[2 * i] = p .. 'job:' .. id, p .. 'job:' .. id .. ':results'
+    end
+    redis.call('DEL', unpack(rows))
+    redis.call('ZREM', set, unpack(old))
+  end
+end
+-- <<< lib/retention.lua
+-- >>> lib/dedupe.lua
+-- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
+-- a PX ttl when one was given (a window), without one until the kept job ends (its row then
+-- carries `dedupe` = <key> and the scripts that end it release the lock).
+--   throttle: while the lock holds, a new job with the key is dropped; the kept one stays.
+--   debounce: while the lock holds and the kept job has not started (no attempt yet), the new
+--     job's data replaces the kept job's and its run time moves to the new one's (`at`; nil =
+--     now); a lock with a ttl gets its ttl again. Once the kept job has started (a retry
+--     waiting included), a new job is admitted and takes the lock.
+-- A lock without a ttl whose job ended or whose row is gone is stale, and is taken over.
+local function dedupe_spec(spec)
+  local mode, ttl = string.match(spec, '^(%a+):?(%d*)$')
+  if mode ~= 'throttle' and mode ~= 'debounce' then return nil end
+  return mode, tonumber(ttl)
+end
+
+-- The kept job's id when the new job is deduplicated (nothing of it is written), else nil.
+local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
+  local dk = p .. 'dedupe:' .. key
+  local kept = redis.call('GET', dk)
+  if not kept then return nil end
+  local jk = p .. 'job:' .. kept
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'attempts')
+  local state = row[1]
+  local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
+  if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
+  if mode == 'debounce' then
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own. So
+    -- is one whose attempts or prio is malformed: it is not touched here (the script that
+    -- next moves it dead-letters it), and the new job takes the lock.
+    if (state ~= 'scheduled' and state ~= 'pending') or bad_number(row, { 'attempts', 4, whole_text, 'prio', 3, whole_text })
+        or tonumber(row[4] or '0') > 0 then
+      return nil
+    end
+    if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
+    else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
+    redis.call('HSET', jk, 'payload', payload)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+    if at then
+      redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
+      redis.call('ZADD', p .. 'schedule', at, kept)
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
+      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then
+        redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 's') -- the schedule's head moved
+      end
+    else
+      redis.call('HSET', jk, 'state', 'pending')
+      redis.call('HDEL', jk, 'runat')
+      if release(p, K, kept, row[2], row[3] or '0') then wake(K) end
+      if state == 'scheduled' then
+        redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', kept)
+      end
+    end
+    if ttl then redis.call('PEXPIRE', dk, ttl) end
+    return kept
+  end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+  return kept
+end
+
+-- Takes the lock for a newly admitted job; without a ttl the row remembers the key.
+local function dedupe_lock(p, jk, id, key, ttl)
+  if ttl then
+    redis.call('SET', p .. 'dedupe:' .. key, id, 'PX', ttl)
+  else
+    redis.call('SET', p .. 'dedupe:' .. key, id)
+    redis.call('HSET', jk, 'dedupe', key)
+  end
+end
+
+-- The job ended (completed, dead, cancelled or removed): free its lock, if still its own.
+local function dedupe_release(p, key, id)
+  local dk = p .. 'dedupe:' .. key
+  if redis.call('GET', dk) == id then redis.call('DEL', dk) end
+end
+-- <<< lib/dedupe.lua
+-- >>> lib/flow.lua
+-- Flows: a parent waits in state waiting_children (in P waiting_children) with `children` =
+-- how many of its children have not ended yet; each child's row names its `parent`.
+-- A completed child stores its result in P job:<parent>:results (child id -> result) and
+-- counts down; at zero the parent is released to claimable work (event waiting). A child
+-- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
+-- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
+-- when it only counts down. A parent that is no longer waiting ignores its children. A parent
+-- whose children or prio is not a whole number (lib/rows.lua) cannot count down or be
+-- released: it fails as with a failed child, its error EMQDATA naming the field.
+-- True when claimable work went from none to some (the caller wakes parked consumers).
+--   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
+local function child_ended(p, K, parent, id, outcome, result, now, emax)
+  local ok = outcome == 'completed'
+  while parent do
+    local pk = p .. 'job:' .. parent
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent', 'children')
+    if row[1] ~= 'waiting_children' then return false end
+    local field = bad_number(row, { 'children', 6, counter_text, 'prio', 4, whole_text })
+    if ok and not field then redis.call('HSET', pk .. ':results', id, result) end
+    if (ok or row[2] == '1') and not field then
+      if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
+      redis.call('ZREM', p .. 'waiting_children', parent)
+      redis.call('HSET', pk, 'state', 'pending')
+      local woke = release(p, K, parent, row[3], row[4] or '0')
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', parent)
+      return woke
+    end
+    redis.call('ZREM', p .. 'waiting_children', parent)
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error', field and
+      ('EMQDATA job ' .. parent .. ': its field ' .. field .. ' is not a whole number; it was dead-lettered '
+        .. 'when its child ' .. id .. ' ended: correct or remove the field, then retry the job')
+      or ('child ' .. id .. ' failed (' .. outcome .. ')'))
+    redis.call('ZADD', p .. 'dead', now, parent)
+    if field then
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'data',
+        'field', field, 'child', id)
+    else
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+        'child', id)
+    end
+    id, parent, ok, outcome = parent, row[5], false, 'dead'
+  end
+  return false
+end
+-- <<< lib/flow.lua
+-- >>> lib/quarantine.lua
+-- Taking a malformed row out of circulation (lib/rows.lua says what is malformed). Needs
+-- lib/rows.lua, lib/lanes.lua, lib/dedupe.lua and lib/flow.lua embedded before this block.
+-- The set each state's id lives in (a grouped pending job: its lane, see rehome).
+local STATE_SET = { scheduled = 'schedule', pending = 'pending', active = 'active',
+  waiting_children = 'waiting_children', completed = 'completed', dead = 'dead', cancelled = 'cancelled' }
+
+-- Dead-letter job `id` because its field `field` holds `value`: state dead, `finished`, an
+-- `error` that starts EMQDATA and names the field, on `dead`, event failed (reason data,
+-- field). Its dedupe lock is freed and its flow parent told, as for any job that ends dead.
+-- The caller has taken the id off the set it was found in (and freed a lane slot it held).
+-- True when that made claimable work appear (the caller wakes).
+local function quarantine(p, K, id, field, value, now, emax)
+  local jk = p .. 'job:' .. id
+  local shown = string.sub(value, 1, 40) .. (#value > 40 and '…' or '')
+  redis.call('HSET', jk, 'state', 'dead', 'finished', now, 'error', 'EMQDATA job ' .. id .. ': its field '
+    .. field .. " holds '" .. shown .. "', which no script writes; it was dead-lettered: correct or remove "
+    .. 'the field, then retry the job')
+  redis.call('ZADD', p .. 'dead', now, id)
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'reason', 'data',
+    'field', field)
+  local r = redis.call('HMGET', jk, 'dedupe', 'parent')
+  if r[1] then dedupe_release(p, r[1], id) end
+  return r[2] and child_ended(p, K, r[2], id, 'dead', '', now, emax) or false
+end
+
+-- A row found in a set its state does not name (its id was popped off that set): when the
+-- set its state names does not hold it, put it there, so no row is left in no set. An active
+-- row goes in with deadline now (recovery returns it); a pending one is released (its prio
+-- checked first); an unknown state is bad data. Ghosts (no state) only leave. True on a wake.
+local function rehome(p, K, id, state, now, emax)
+  if not state then return false end
+  local set = STATE_SET[state]
+  if not set then return quarantine(p, K, id, 'state', state, now, emax) end
+  local jk = p .. 'job:' .. id
+  local r = redis.call('HMGET', jk, 'group', 'prio', 'runat', 'finished')
+  if state == 'pending' and r[1] then set = lane_key(p, r[1]) else set = p .. set end
+  if redis.call('ZSCORE', set, id) then return false end
+  if state == 'pending' then
+    if not whole_text(r[2]) then return quarantine(p, K, id, 'prio', r[2], now, emax) end
+    return release(p, K, id, r[1], r[2] or '0')
+  end
+  local score = now
+  if state == 'scheduled' and whole_text(r[3]) and r[3] then score = r[3] end
+  if (state == 'completed' or state == 'dead' or state == 'cancelled') and whole_text(r[4]) and r[4] then
+    score = r[4]
+  end
+  redis.call('ZADD', set, score, id)
+  return false
+end
+-- <<< lib/quarantine.lua
 -- >>> lib/claim.lua
 -- Claim up to n jobs: the ring's lanes (one job per group per turn) interleaved with flat
 -- pending (lowest priority score first, then mint order). Each claimed job gets attempts + 1,
@@ -120,7 +343,10 @@ end
 -- A ghost (an id whose row is gone) or a moved row (not pending) is dropped and the call pops
 -- on, so a claim never comes back short while claimable work remains; after SKIP_MAX such
 -- drops it stops and replies as if full, so the consumer claims again at once (bounded work
--- per call, and eviction's leftovers drain at full speed).
+-- per call, and eviction's leftovers drain at full speed). A moved row goes to the set its
+-- state names when that set lacks it, and a row whose attempts, token or max is not a whole
+-- number (or whose state is unknown) is dead-lettered as EMQDATA (lib/quarantine.lua): both
+-- count as drops, and neither stops the claim of the others.
 -- Returns the flat 7-per-job array (id token attempts max payload name backoff); when fewer
 -- than n were claimed and nothing claimable is left, the wake stream's last id to block on
 -- ('' when full, or when cut at SKIP_MAX: claim again); the ms until a rate limit lets more be
@@ -128,8 +354,9 @@ end
 -- read in the same atomic call as the wake id, so a consumer that parks after that id has
 -- seen every 'w s' written before it.
 local SKIP_MAX = 1000
+local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max', 4, whole_text }
 local function claim(p, K, n, lease, now, now_us, emax)
-  local jobs, got, wait, asked, skipped = {}, 0, -1, n, 0
+  local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
@@ -159,6 +386,13 @@ local function claim(p, K, n, lease, now, now_us, emax)
     local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
     if row[1] ~= 'pending' then -- a ghost or a moved row: drop it and pop on
       skipped = skipped + 1
+      if row[1] and rehome(p, K, id, row[1], now, emax) then woke = true end
+      return nil
+    end
+    local field, value = bad_number(row, CLAIM_NUMBERS)
+    if field then
+      skipped = skipped + 1
+      if quarantine(p, K, id, field, value, now, emax) then woke = true end
       return nil
     end
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
@@ -233,6 +467,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
   end
   bulk('ZADD', K.active, leases)
   emit_batch(K, emax, 'active', claimed, 'attempt', tries)
+  if woke then wake(K) end -- a dead-lettered child released its flow parent
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
     redis.call('PEXPIRE', p .. 'limiter', rate_ms + 1000)
@@ -270,135 +505,6 @@ local function claim(p, K, n, lease, now, now_us, emax)
   return jobs, wid, wait, head[2] and tonumber(head[2]) or -1
 end
 -- <<< lib/claim.lua
--- >>> lib/retention.lua
--- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
--- deleting their rows (and a parent's P job:<id>:results) too. Bounded work per call: trims at most 1000 rows by count and
--- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
-local function trim(p, set, keep, age, now)
-  local excess = redis.call('ZCARD', set) - keep
-  local old = {}
-  if excess > 0 then
-    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1)
-  elseif age >= 0 then
-    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, 100)
-  end
-  if #old > 0 then
-    local rows = {}
-    for i, id in ipairs(old) do
-      rows[2 * i - 1], rows[2 * i] = p .. 'job:' .. id, p .. 'job:' .. id .. ':results'
-    end
-    redis.call('DEL', unpack(rows))
-    redis.call('ZREM', set, unpack(old))
-  end
-end
--- <<< lib/retention.lua
--- >>> lib/dedupe.lua
--- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
--- a PX ttl when one was given (a window), without one until the kept job ends (its row then
--- carries `dedupe` = <key> and the scripts that end it release the lock).
---   throttle: while the lock holds, a new job with the key is dropped; the kept one stays.
---   debounce: while the lock holds and the kept job has not started (no attempt yet), the new
---     job's data replaces the kept job's and its run time moves to the new one's (`at`; nil =
---     now); a lock with a ttl gets its ttl again. Once the kept job has started (a retry
---     waiting included), a new job is admitted and takes the lock.
--- A lock without a ttl whose job ended or whose row is gone is stale, and is taken over.
-local function dedupe_spec(spec)
-  local mode, ttl = string.match(spec, '^(%a+):?(%d*)$')
-  if mode ~= 'throttle' and mode ~= 'debounce' then return nil end
-  return mode, tonumber(ttl)
-end
-
--- The kept job's id when the new job is deduplicated (nothing of it is written), else nil.
-local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
-  local dk = p .. 'dedupe:' .. key
-  local kept = redis.call('GET', dk)
-  if not kept then return nil end
-  local jk = p .. 'job:' .. kept
-  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'attempts')
-  local state = row[1]
-  local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
-  if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
-  if mode == 'debounce' then
-    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
-    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
-    if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
-    else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
-    redis.call('HSET', jk, 'payload', payload)
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
-    if at then
-      redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
-      redis.call('ZADD', p .. 'schedule', at, kept)
-      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
-      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then
-        redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 's') -- the schedule's head moved
-      end
-    else
-      redis.call('HSET', jk, 'state', 'pending')
-      redis.call('HDEL', jk, 'runat')
-      if release(p, K, kept, row[2], row[3] or '0') then wake(K) end
-      if state == 'scheduled' then
-        redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', kept)
-      end
-    end
-    if ttl then redis.call('PEXPIRE', dk, ttl) end
-    return kept
-  end
-  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
-  return kept
-end
-
--- Takes the lock for a newly admitted job; without a ttl the row remembers the key.
-local function dedupe_lock(p, jk, id, key, ttl)
-  if ttl then
-    redis.call('SET', p .. 'dedupe:' .. key, id, 'PX', ttl)
-  else
-    redis.call('SET', p .. 'dedupe:' .. key, id)
-    redis.call('HSET', jk, 'dedupe', key)
-  end
-end
-
--- The job ended (completed, dead, cancelled or removed): free its lock, if still its own.
-local function dedupe_release(p, key, id)
-  local dk = p .. 'dedupe:' .. key
-  if redis.call('GET', dk) == id then redis.call('DEL', dk) end
-end
--- <<< lib/dedupe.lua
--- >>> lib/flow.lua
--- Flows: a parent waits in state waiting_children (in P waiting_children) with `children` =
--- how many of its children have not ended yet; each child's row names its `parent`.
--- A completed child stores its result in P job:<parent>:results (child id -> result) and
--- counts down; at zero the parent is released to claimable work (event waiting). A child
--- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
--- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
--- when it only counts down. A parent that is no longer waiting ignores its children.
--- True when claimable work went from none to some (the caller wakes parked consumers).
---   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
-local function child_ended(p, K, parent, id, outcome, result, now, emax)
-  local ok = outcome == 'completed'
-  while parent do
-    local pk = p .. 'job:' .. parent
-    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent')
-    if row[1] ~= 'waiting_children' then return false end
-    if ok then redis.call('HSET', pk .. ':results', id, result) end
-    if ok or row[2] == '1' then
-      if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
-      redis.call('ZREM', p .. 'waiting_children', parent)
-      redis.call('HSET', pk, 'state', 'pending')
-      local woke = release(p, K, parent, row[3], row[4] or '0')
-      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', parent)
-      return woke
-    end
-    redis.call('ZREM', p .. 'waiting_children', parent)
-    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error',
-      'child ' .. id .. ' failed (' .. outcome .. ')')
-    redis.call('ZADD', p .. 'dead', now, parent)
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
-      'child', id)
-    id, parent, ok, outcome = parent, row[5], false, 'dead'
-  end
-  return false
-end
--- <<< lib/flow.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error

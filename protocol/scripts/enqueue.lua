@@ -14,6 +14,34 @@
 -- EVENTS: added (id, name): one entry for the call's admitted jobs when they share a name
 --   (ids listed; see lib/bulk.lua emit_batch), else one per job; deduplicated (id = the kept id, key) per
 --   deduplicated one, and for a debounce that moved the kept job: waiting (id) or delayed
+-- >>> lib/rows.lua
+-- Bad data: a row field that a script computes with (a number) or dispatches on (the state),
+-- holding what no script writes (a hand edit, a foreign tool, a half-migrated store). Every
+-- script checks the fields it relies on before its first write to the row, so a malformed
+-- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
+-- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
+-- checks admit for prio and max, and what tonumber reads exactly.
+local function whole_text(v)
+  return not v or (#v <= 17 and string.find(v, '^%-?%d+$') ~= nil)
+end
+
+-- True when `v` is absent or an integer as Redis writes one (what HINCRBY takes: no leading
+-- zero, no '-0'), for the counters the scripts HINCRBY: attempts in handback, stalled, children.
+local function counter_text(v)
+  return not v or v == '0' or (#v <= 17 and string.find(v, '^%-?[1-9]%d*$') ~= nil)
+end
+
+-- The first of `fields` (name, position in `row`, check triples) whose value fails its check:
+-- its name and value, or nil when the row's numbers are sound.
+local function bad_number(row, fields)
+  for i = 1, #fields, 3 do
+    local v = row[fields[i + 1]]
+    if not fields[i + 2](v) then return fields[i], v end
+  end
+  return nil
+end
+-- <<< lib/rows.lua
 -- >>> lib/bulk.lua
 -- One command for many members instead of one per job (redis.call count sets a script's
 -- cost), in slices Lua's unpack can take. `args` holds whole member groups (pairs for ZADD).
@@ -124,8 +152,13 @@ local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
   local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
   if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
   if mode == 'debounce' then
-    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
-    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own. So
+    -- is one whose attempts or prio is malformed: it is not touched here (the script that
+    -- next moves it dead-letters it), and the new job takes the lock.
+    if (state ~= 'scheduled' and state ~= 'pending') or bad_number(row, { 'attempts', 4, whole_text, 'prio', 3, whole_text })
+        or tonumber(row[4] or '0') > 0 then
+      return nil
+    end
     if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
     else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
     redis.call('HSET', jk, 'payload', payload)

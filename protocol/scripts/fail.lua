@@ -5,7 +5,8 @@
 --   delay_ms: the retry delay computed above the wire by Backoff; '-1' = never retry
 --   (an unrecoverable error). The retry runs at server now + delay_ms.
 -- REPLY: 'retry' (scheduled, or pending when delay_ms is 0), 'dead' (no attempts left, or
---   never retry), 'cancelled' (a cancel was requested while it ran)
+--   never retry, or bad data: attempts, max or prio not a whole number, dead-lettered as
+--   EMQDATA, event failed reason data), 'cancelled' (a cancel was requested while it ran)
 -- ERRORS: EMQNOJOB no such row; EMQLEASE the token is not the job's or the job is not active
 --   (nothing changes)
 -- EVENTS: failed (id, attempt, reason) then delayed (id, at) | waiting (id) |
@@ -14,6 +15,34 @@
 --   A job that ends (dead or cancelled) frees its dedupe lock, and fails its waiting parent
 --   unless that parent continues on child failure (lib/flow.lua: failed (parent, reason
 --   child) or waiting (parent)).
+-- >>> lib/rows.lua
+-- Bad data: a row field that a script computes with (a number) or dispatches on (the state),
+-- holding what no script writes (a hand edit, a foreign tool, a half-migrated store). Every
+-- script checks the fields it relies on before its first write to the row, so a malformed
+-- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
+-- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
+-- checks admit for prio and max, and what tonumber reads exactly.
+local function whole_text(v)
+  return not v or (#v <= 17 and string.find(v, '^%-?%d+$') ~= nil)
+end
+
+-- True when `v` is absent or an integer as Redis writes one (what HINCRBY takes: no leading
+-- zero, no '-0'), for the counters the scripts HINCRBY: attempts in handback, stalled, children.
+local function counter_text(v)
+  return not v or v == '0' or (#v <= 17 and string.find(v, '^%-?[1-9]%d*$') ~= nil)
+end
+
+-- The first of `fields` (name, position in `row`, check triples) whose value fails its check:
+-- its name and value, or nil when the row's numbers are sound.
+local function bad_number(row, fields)
+  for i = 1, #fields, 3 do
+    local v = row[fields[i + 1]]
+    if not fields[i + 2](v) then return fields[i], v end
+  end
+  return nil
+end
+-- <<< lib/rows.lua
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -114,8 +143,13 @@ local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
   local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
   if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
   if mode == 'debounce' then
-    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
-    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own. So
+    -- is one whose attempts or prio is malformed: it is not touched here (the script that
+    -- next moves it dead-letters it), and the new job takes the lock.
+    if (state ~= 'scheduled' and state ~= 'pending') or bad_number(row, { 'attempts', 4, whole_text, 'prio', 3, whole_text })
+        or tonumber(row[4] or '0') > 0 then
+      return nil
+    end
     if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
     else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
     redis.call('HSET', jk, 'payload', payload)
@@ -165,17 +199,20 @@ end
 -- counts down; at zero the parent is released to claimable work (event waiting). A child
 -- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
 -- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
--- when it only counts down. A parent that is no longer waiting ignores its children.
+-- when it only counts down. A parent that is no longer waiting ignores its children. A parent
+-- whose children or prio is not a whole number (lib/rows.lua) cannot count down or be
+-- released: it fails as with a failed child, its error EMQDATA naming the field.
 -- True when claimable work went from none to some (the caller wakes parked consumers).
 --   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
 local function child_ended(p, K, parent, id, outcome, result, now, emax)
   local ok = outcome == 'completed'
   while parent do
     local pk = p .. 'job:' .. parent
-    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent')
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent', 'children')
     if row[1] ~= 'waiting_children' then return false end
-    if ok then redis.call('HSET', pk .. ':results', id, result) end
-    if ok or row[2] == '1' then
+    local field = bad_number(row, { 'children', 6, counter_text, 'prio', 4, whole_text })
+    if ok and not field then redis.call('HSET', pk .. ':results', id, result) end
+    if (ok or row[2] == '1') and not field then
       if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
       redis.call('ZREM', p .. 'waiting_children', parent)
       redis.call('HSET', pk, 'state', 'pending')
@@ -184,16 +221,74 @@ local function child_ended(p, K, parent, id, outcome, result, now, emax)
       return woke
     end
     redis.call('ZREM', p .. 'waiting_children', parent)
-    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error',
-      'child ' .. id .. ' failed (' .. outcome .. ')')
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error', field and
+      ('EMQDATA job ' .. parent .. ': its field ' .. field .. ' is not a whole number; it was dead-lettered '
+        .. 'when its child ' .. id .. ' ended: correct or remove the field, then retry the job')
+      or ('child ' .. id .. ' failed (' .. outcome .. ')'))
     redis.call('ZADD', p .. 'dead', now, parent)
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
-      'child', id)
+    if field then
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'data',
+        'field', field, 'child', id)
+    else
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+        'child', id)
+    end
     id, parent, ok, outcome = parent, row[5], false, 'dead'
   end
   return false
 end
 -- <<< lib/flow.lua
+-- >>> lib/quarantine.lua
+-- Taking a malformed row out of circulation (lib/rows.lua says what is malformed). Needs
+-- lib/rows.lua, lib/lanes.lua, lib/dedupe.lua and lib/flow.lua embedded before this block.
+-- The set each state's id lives in (a grouped pending job: its lane, see rehome).
+local STATE_SET = { scheduled = 'schedule', pending = 'pending', active = 'active',
+  waiting_children = 'waiting_children', completed = 'completed', dead = 'dead', cancelled = 'cancelled' }
+
+-- Dead-letter job `id` because its field `field` holds `value`: state dead, `finished`, an
+-- `error` that starts EMQDATA and names the field, on `dead`, event failed (reason data,
+-- field). Its dedupe lock is freed and its flow parent told, as for any job that ends dead.
+-- The caller has taken the id off the set it was found in (and freed a lane slot it held).
+-- True when that made claimable work appear (the caller wakes).
+local function quarantine(p, K, id, field, value, now, emax)
+  local jk = p .. 'job:' .. id
+  local shown = string.sub(value, 1, 40) .. (#value > 40 and '…' or '')
+  redis.call('HSET', jk, 'state', 'dead', 'finished', now, 'error', 'EMQDATA job ' .. id .. ': its field '
+    .. field .. " holds '" .. shown .. "', which no script writes; it was dead-lettered: correct or remove "
+    .. 'the field, then retry the job')
+  redis.call('ZADD', p .. 'dead', now, id)
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'reason', 'data',
+    'field', field)
+  local r = redis.call('HMGET', jk, 'dedupe', 'parent')
+  if r[1] then dedupe_release(p, r[1], id) end
+  return r[2] and child_ended(p, K, r[2], id, 'dead', '', now, emax) or false
+end
+
+-- A row found in a set its state does not name (its id was popped off that set): when the
+-- set its state names does not hold it, put it there, so no row is left in no set. An active
+-- row goes in with deadline now (recovery returns it); a pending one is released (its prio
+-- checked first); an unknown state is bad data. Ghosts (no state) only leave. True on a wake.
+local function rehome(p, K, id, state, now, emax)
+  if not state then return false end
+  local set = STATE_SET[state]
+  if not set then return quarantine(p, K, id, 'state', state, now, emax) end
+  local jk = p .. 'job:' .. id
+  local r = redis.call('HMGET', jk, 'group', 'prio', 'runat', 'finished')
+  if state == 'pending' and r[1] then set = lane_key(p, r[1]) else set = p .. set end
+  if redis.call('ZSCORE', set, id) then return false end
+  if state == 'pending' then
+    if not whole_text(r[2]) then return quarantine(p, K, id, 'prio', r[2], now, emax) end
+    return release(p, K, id, r[1], r[2] or '0')
+  end
+  local score = now
+  if state == 'scheduled' and whole_text(r[3]) and r[3] then score = r[3] end
+  if (state == 'completed' or state == 'dead' or state == 'cancelled') and whole_text(r[4]) and r[4] then
+    score = r[4]
+  end
+  redis.call('ZADD', set, score, id)
+  return false
+end
+-- <<< lib/quarantine.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -230,6 +325,15 @@ local emax = s[1] or '10000'
 local woke = false
 redis.call('ZREM', K.active, id)
 if row[5] and lane_done(p, K, row[5]) then woke = true end
+-- Checked before the row is written: a malformed count or priority could neither be compared
+-- nor released, so the job is dead-lettered as bad data instead (the caller's error is kept
+-- in the events' stead: the row's error names the field).
+local field, value = bad_number(row, { 'attempts', 3, whole_text, 'max', 4, whole_text, 'prio', 7, whole_text })
+if field then
+  if quarantine(p, K, id, field, value, now, emax) then woke = true end
+  if woke then wake(K) end
+  return 'dead'
+end
 local stats = p .. 'stats:' .. math.floor(now / 60000) -- per-minute failures, for tools
 redis.call('HINCRBY', stats, 'failed', 1)
 redis.call('PEXPIRE', stats, 7200000)

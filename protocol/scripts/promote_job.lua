@@ -5,6 +5,34 @@
 -- ERRORS: EMQNOJOB no such row; EMQSTATE the job is not scheduled (pending, running, ended or
 --   waiting for children): nothing changes
 -- EVENTS: waiting (id)
+-- >>> lib/rows.lua
+-- Bad data: a row field that a script computes with (a number) or dispatches on (the state),
+-- holding what no script writes (a hand edit, a foreign tool, a half-migrated store). Every
+-- script checks the fields it relies on before its first write to the row, so a malformed
+-- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
+-- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
+-- checks admit for prio and max, and what tonumber reads exactly.
+local function whole_text(v)
+  return not v or (#v <= 17 and string.find(v, '^%-?%d+$') ~= nil)
+end
+
+-- True when `v` is absent or an integer as Redis writes one (what HINCRBY takes: no leading
+-- zero, no '-0'), for the counters the scripts HINCRBY: attempts in handback, stalled, children.
+local function counter_text(v)
+  return not v or v == '0' or (#v <= 17 and string.find(v, '^%-?[1-9]%d*$') ~= nil)
+end
+
+-- The first of `fields` (name, position in `row`, check triples) whose value fails its check:
+-- its name and value, or nil when the row's numbers are sound.
+local function bad_number(row, fields)
+  for i = 1, #fields, 3 do
+    local v = row[fields[i + 1]]
+    if not fields[i + 2](v) then return fields[i], v end
+  end
+  return nil
+end
+-- <<< lib/rows.lua
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -100,6 +128,10 @@ local K = { job = KEYS[1], schedule = KEYS[2], pending = KEYS[3], events = KEYS[
   meta = KEYS[6], ring = KEYS[7] }
 local row, err = row_to_change(K.job, id, { scheduled = true }, 'only a scheduled job can be promoted')
 if not row then return err end
+if not whole_text(row[3]) then -- bad data: it could not be released (section 5)
+  return redis.error_reply('EMQDATA job ' .. id .. ": its field prio holds '" .. string.sub(row[3], 1, 40)
+    .. "', which no script writes: correct or remove the field, then promote it")
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 -- The schedule's head can only move later here, so no 'w s': a consumer's timer for this job

@@ -4,9 +4,38 @@
 -- REPLY: one status per id: 'OK' (now pending, in its lane when it has a group, with attempts
 --   0; its error moved to last_error and last_stack), 'EMQNOJOB' (no such row; a member of
 --   dead, cancelled or completed without a row leaves the set), 'EMQSTATE' (the job has not
---   ended: nothing changes for it)
+--   ended: nothing changes for it), 'EMQDATA' (its prio, token or max is not a whole number:
+--   it could not run; nothing changes for it until the field is corrected)
 -- ERRORS: none (a job in another state is a per-job status, so one stale id does not fail a batch)
 -- EVENTS: waiting (id) per retried job
+-- >>> lib/rows.lua
+-- Bad data: a row field that a script computes with (a number) or dispatches on (the state),
+-- holding what no script writes (a hand edit, a foreign tool, a half-migrated store). Every
+-- script checks the fields it relies on before its first write to the row, so a malformed
+-- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
+-- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
+-- checks admit for prio and max, and what tonumber reads exactly.
+local function whole_text(v)
+  return not v or (#v <= 17 and string.find(v, '^%-?%d+$') ~= nil)
+end
+
+-- True when `v` is absent or an integer as Redis writes one (what HINCRBY takes: no leading
+-- zero, no '-0'), for the counters the scripts HINCRBY: attempts in handback, stalled, children.
+local function counter_text(v)
+  return not v or v == '0' or (#v <= 17 and string.find(v, '^%-?[1-9]%d*$') ~= nil)
+end
+
+-- The first of `fields` (name, position in `row`, check triples) whose value fails its check:
+-- its name and value, or nil when the row's numbers are sound.
+local function bad_number(row, fields)
+  for i = 1, #fields, 3 do
+    local v = row[fields[i + 1]]
+    if not fields[i + 2](v) then return fields[i], v end
+  end
+  return nil
+end
+-- <<< lib/rows.lua
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -85,9 +114,12 @@ local out, woke = {}, false
 for i = 2, #ARGV do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
-  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'error', 'stack')
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'error', 'stack', 'token', 'max')
   local state = row[1]
-  if state == 'dead' or state == 'cancelled' or state == 'completed' then
+  local ended = state == 'dead' or state == 'cancelled' or state == 'completed'
+  if ended and bad_number(row, { 'prio', 3, whole_text, 'token', 6, whole_text, 'max', 7, whole_text }) then
+    out[i - 1] = 'EMQDATA'
+  elseif ended then
     redis.call('ZREM', K[state], id)
     -- The token stays: claim increments it, so a lease from the old run stays stale.
     redis.call('HDEL', jk, 'error', 'stack', 'finished', 'started', 'cancel', 'stalled', 'progress', 'result')

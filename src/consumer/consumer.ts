@@ -301,7 +301,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     while (!this.closing) {
       const rechecks = this.rechecks;
       if (this.ttlMs !== undefined && performance.now() - this.startedAt >= this.ttlMs) {
-        void this.close();
+        this.close().catch((err: unknown) => this.emit('error', err));
         break;
       }
       try {
@@ -571,27 +571,24 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.learnHead(now, nextDue);
     for (let i = 0; i < flat.length; i += 7) {
       const id = flat[i] as string;
-      const backoff = flat[i + 6] as string;
-      let data: D;
-      try {
-        data = JSON.parse(flat[i + 4] as string) as D;
-      } catch {
-        data = flat[i + 4] as D; // plain text from another runtime
-      }
+      const decoded = decodeClaimed(id, flat[i + 4], flat[i + 6]);
       const job = new Running<D>(
         this as Consumer<D, unknown>,
         id,
         String(flat[i + 1]),
         Number(flat[i + 2]),
         Number(flat[i + 3]),
-        data,
+        decoded.data as D,
         (flat[i + 5] as string) || undefined,
-        backoff ? (JSON.parse(backoff) as BackoffPolicy) : undefined,
+        decoded.backoff,
       );
       const old = this.held.get(id);
       if (old) this.lose(old, true); // our own lease expired (an outage) and we claimed it again
       this.held.set(id, job);
-      void this.execute(job);
+      // Bad data never stops the consumer: that job fails (dead-lettered) without a handler
+      // run, and the others of the claim start as usual (SPEC section 5.1).
+      const run = decoded.bad ? this.failed(job, decoded.bad) : this.execute(job);
+      run.catch((err: unknown) => this.emit('error', err));
     }
     if (this.held.size > 0 && !this.extendTimer) {
       this.extendTimer = setInterval(() => void this.extend(), this.extendMs);
@@ -650,7 +647,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     let spare = this.closing ? 0 : Math.max(0, this.free);
     for (let i = 0; i < acks.length; i += half) {
       const part = acks.slice(i, i + half);
-      void this.sendAcks(part, this.closing ? 0 : part.length + spare);
+      this.sendAcks(part, this.closing ? 0 : part.length + spare).catch((err: unknown) =>
+        this.emit('error', err),
+      );
       spare = 0;
     }
   }
@@ -688,7 +687,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.settle();
   }
 
-  private async failed(job: Running<D>, error: Error): Promise<void> {
+  private async failed(job: Running<D>, cause: Error): Promise<void> {
+    let error = cause;
     if (job.released) return this.finish(job);
     // From here the fail's reply decides: an extension that finds the lease gone because this
     // very fail was stored must not report the job lost.
@@ -696,11 +696,15 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const unrecoverable = error instanceof UnrecoverableError || job.aborted === 'cancelled';
     // -1 tells the script "never retry" (reason unrecoverable); on the last attempt the
     // script dead-letters by the count itself (reason error), so any delay will do.
-    const delay = unrecoverable
-      ? -1
-      : job.attempts >= job.maxAttempts
-        ? 0
-        : Backoff.delayMs(job.backoff ?? this.backoff, job.attempts);
+    let delay = unrecoverable ? -1 : 0;
+    if (!unrecoverable && job.attempts < job.maxAttempts) {
+      try {
+        delay = Backoff.delayMs(job.backoff ?? this.backoff, job.attempts);
+      } catch (err) {
+        delay = -1; // a policy that cannot say when to retry never will
+        error = badData(job.id, 'backoff', err);
+      }
+    }
     const message = clip(error.message || String(error), this.maxErrorBytes);
     const stack = clip(error.stack ?? '', this.maxStackBytes);
     for (;;) {
@@ -912,6 +916,40 @@ function positive(value: number, what: string, min = 1): number {
     throw new EchoMQError('EMQINPUT', `${what} must be a whole number >= ${min}, got ${showValue(value)}`);
   }
   return value;
+}
+
+/**
+ * A claimed job's payload and backoff as the handler and the failure path use them (SPEC 5.1):
+ * a payload that is not JSON, or a backoff that is not a policy, is bad data — `bad` is the
+ * error that dead-letters the job (it can never run as stored).
+ */
+function decodeClaimed(
+  id: string,
+  payload: unknown,
+  backoff: unknown,
+): { data: unknown; backoff: BackoffPolicy | undefined; bad?: UnrecoverableError } {
+  let data: unknown;
+  try {
+    data = JSON.parse(String(payload));
+  } catch (err) {
+    return { data: undefined, backoff: undefined, bad: badData(id, 'payload', err) };
+  }
+  if (typeof backoff !== 'string' || backoff === '') return { data, backoff: undefined };
+  try {
+    return { data, backoff: Backoff.validate(JSON.parse(backoff)) };
+  } catch (err) {
+    return { data, backoff: undefined, bad: badData(id, 'backoff', err) };
+  }
+}
+
+function badData(id: string, field: 'payload' | 'backoff', cause: unknown): UnrecoverableError {
+  const why = cause instanceof Error ? cause.message : showValue(cause);
+  const fix =
+    field === 'payload' ? 'enqueue its data as JSON' : 'fix the field (or remove it) and retry the job';
+  return new UnrecoverableError(
+    `EMQDATA job ${id} has a ${field} this consumer cannot use (${why}); it was dead-lettered: ${fix}`,
+    { cause },
+  );
 }
 
 function clip(text: string, maxBytes: number): string {

@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'EMQNOJOB' // no job row with that id
   | 'EMQSTATE' // the verb does not apply to the job's current state
   | 'EMQINPUT' // an argument the runtime refuses before the wire
+  | 'EMQDATA' // bad data in the store: a row field no script writes (the job was dead-lettered)
   | 'EMQCRON' // a cron pattern or time zone that cannot be parsed
   | 'EMQTOOBIG' // a payload over the configured size limit
   | 'EMQCLOSED' // a call after close()

@@ -54,7 +54,7 @@ export class EventHub {
       current.listeners.delete(listener);
       if (current.listeners.size === 0 && this.feeds.get(queue) === current) {
         this.feeds.delete(queue);
-        void current.reader.close();
+        current.reader.close().catch(() => {}); // a reader that failed to close has nothing left to read
       }
     };
   }
