@@ -3,6 +3,7 @@
  * makes the script's calls in the script's order (so keys, replies and events are the same).
  *
  *   EMQ.PROMOTE 6 schedule pending events wake meta ring prefix batch [mode]
+ *   (mode 'next': [count, now_ms, next_due_ms, handoffs], as the script replies)
  *   EMQ.PROMOTE 2 schedule pending prefix batch [mode]      (the seeds' form; the rest by prefix)
  */
 #include "promote.h"
@@ -83,6 +84,7 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 
   /* ── write pass: the script's loop ── */
   int woke = 0;
+  long long handoffs = 0;
   for (size_t i = 0; i < n && !s->failure; i++) {
     Str id = member_at(due, i);
     RedisModuleString **row = rows + 3 * i;
@@ -105,7 +107,7 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
       if (release(s, &K, id, row[GROUP], row[PRIO] ? str_of(row[PRIO]) : cstr("0"), &pending_card)) woke = 1;
       add_event(s, K.events, "waiting", id, NULL, cstr(""), NULL, cstr(""));
       /* A recurring occurrence (a scheduler's, a cadence's): its next one exists before it runs. */
-      if (!s->failure) scheduler_follow(s, &K, s->key[SCHEDULE], id);
+      if (!s->failure && scheduler_follow(s, &K, s->key[SCHEDULE], id)) handoffs++;
       if (!s->failure) repeat_follow(s, &K, s->key[SCHEDULE], id);
     }
   }
@@ -123,10 +125,11 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
       double d;
       if (lua_number(score, &d)) at = (long long)d; /* a Lua number replied as an integer: truncated */
     }
-    RedisModule_ReplyWithArray(ctx, 3);
+    RedisModule_ReplyWithArray(ctx, 4);
     RedisModule_ReplyWithLongLong(ctx, (long long)n);
     RedisModule_ReplyWithLongLong(ctx, s->now);
     RedisModule_ReplyWithLongLong(ctx, at);
+    RedisModule_ReplyWithLongLong(ctx, handoffs);
     return REDISMODULE_OK;
   }
   RedisModule_ReplyWithLongLong(ctx, (long long)n);

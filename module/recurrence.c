@@ -243,7 +243,7 @@ static const char *const RECORD[] = {"repeat", "job", "count", "ended", "data", 
 enum { REPEAT, JOB, COUNT, ENDED, DATA, NAME, PRIO, GROUP, MAX, BACKOFF, NFIELDS };
 
 typedef struct {
-  enum { NONE, END, MAKE } kind;
+  enum { NONE, RUNTIME, END, MAKE } kind; /* RUNTIME: the record waits for a runtime's hand-off */
   Str sid;
   RedisModuleString *record_key, *schedulers;
   RedisModuleString *rec[NFIELDS];
@@ -265,8 +265,10 @@ static int plan(Sweep *s, Str id, Plan *f, int check) {
   Str job = str_of(rec[JOB]);
   if (job.n != id.n || memcmp(job.p, id.p, id.n) != 0) return 1;
   Repeat r;
+  f->kind = RUNTIME;
   if (!parse_repeat(str_of(rec[REPEAT]), &r) || !r.table || r.pattern.t != J_ABSENT) return 1;
   if (r.every.t != J_ABSENT && (r.every.t != J_NUMBER || r.every.n < 1)) return 1;
+  f->kind = NONE;
   f->schedulers = key3(s, cstr("schedulers"), cstr(""), cstr(""));
   if (check && !expect_type(s, f->schedulers, REDISMODULE_KEYTYPE_ZSET)) return 0;
   RedisModuleCallReply *score = RedisModule_Call(s->ctx, "ZSCORE", "sb", f->schedulers, f->sid.p, f->sid.n);
@@ -385,18 +387,20 @@ static void scheduler_make(Sweep *s, const QueueKeys *K, RedisModuleString *sche
   if (r) RedisModule_FreeCallReply(r);
 }
 
-void scheduler_follow(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id) {
+int scheduler_follow(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id) {
   Plan f;
-  if (!plan(s, id, &f, 0) || f.kind == NONE) return;
+  if (!plan(s, id, &f, 0) || f.kind == NONE) return 0;
+  if (f.kind == RUNTIME) return 1;
   if (f.kind == MAKE) {
     scheduler_make(s, K, schedule, &f);
-    return;
+    return 0;
   }
   RedisModuleCallReply *r = WRITE(s, "HSET", "scc", f.record_key, "ended", f.reason);
-  if (!r) return;
+  if (!r) return 0;
   RedisModule_FreeCallReply(r);
   r = WRITE(s, "ZADD", "scb", f.schedulers, "inf", f.sid.p, f.sid.n);
   if (r) RedisModule_FreeCallReply(r);
+  return 0;
 }
 
 /* ── a Repeat cadence's hand-off (repeat_next, repeat_make, repeat_follow) ─── */

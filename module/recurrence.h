@@ -11,8 +11,9 @@
  * use are such that its writes cannot fail. Replies the refusal and returns 0 otherwise. */
 int follow_ok(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id);
 
-/* Write pass: scheduler_follow(p, K, id, now, emax). */
-void scheduler_follow(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id);
+/* Write pass: scheduler_follow(p, K, id, now, emax); 1 when the released occurrence is left to a
+ * runtime's hand-off (cron, options the module cannot read). */
+int scheduler_follow(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id);
 
 /* A Repeat cadence's hand-off (lib/recurrence.lua repeat_follow): releasing the occurrence its
  * record points at counts the run and schedules the next slot's occurrence. The read pass's

@@ -674,13 +674,13 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /** Like promote, and also tells the server's now and the next due instant (-1: none). */
-  async promoteNext(batch = 100): Promise<{ count: number; now: number; nextDue: number }> {
-    const [count, now, nextDue] = (await this.run('promote', [
+  async promoteNext(batch = 100): Promise<{ count: number; now: number; nextDue: number; handoffs: number }> {
+    const [count, now, nextDue, handoffs] = (await this.run('promote', [
       this.keys.prefix,
       wholeNumber(batch, 'batch', 1),
       'next',
     ])) as number[];
-    return { count: count!, now: now!, nextDue: nextDue! };
+    return { count: count!, now: now!, nextDue: nextDue!, handoffs: handoffs ?? 0 };
   }
 
   /** Returns jobs whose lease expired to pending; resolves with their ids. */

@@ -233,6 +233,28 @@ describe('wakes are never lost', () => {
     expect(new Set(ids.keys())).toEqual(new Set([j.id, occurrenceId('r', 'r', first)]));
   });
 
+  it("a cron scheduler upserted just before a consumer's short claim makes every slot, not one a beat", async () => {
+    // As above with a cron scheduler: promote releases its occurrences at their instants, and the
+    // runtime's hand-off (the recurrence leg) must follow each release, though the consumer's
+    // wake id is past the upsert's 'w r'.
+    const runs: string[] = [];
+    const c = consume(
+      async (job) => {
+        if (job.id.endsWith(':s:cron')) runs.push(job.id);
+      },
+      { concurrency: 2, beatMs: 60_000 },
+    );
+    await within(c.idle(), 5000, 'idle');
+    ahead(q, 'claim', () => q.schedulers.upsert('cron', { pattern: '* * * * * *' }));
+    await q.enqueue({});
+    await poll(
+      () => runs.length,
+      (n) => n >= 3,
+      'three cron runs',
+      20_000,
+    );
+  });
+
   it('a claim over [ghost, J1, J2] takes J1, then J2, without waiting for a wake or the beat', async () => {
     await raw.zadd(key('pending'), 0, 'JOB0'); // sorts before every minted id; its row is gone
     const j1 = await q.enqueue({ n: 1 });

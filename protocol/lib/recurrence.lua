@@ -81,29 +81,31 @@ end
 -- current occurrence, make the next one now, before this one runs, so no slot waits for a
 -- runtime. Done here for `every` and `immediately` (arithmetic on the record's `repeat`); a
 -- cron pattern, or options this script cannot read, are left to a runtime's hand-off
--- (getJobScheduler due, updateJobScheduler), which the record then still waits for.
+-- (getJobScheduler due, updateJobScheduler), which the record then still waits for: true then,
+-- so the caller can tell a runtime to hand off at once.
 local function scheduler_follow(p, K, id, now, emax)
-  if string.sub(id, 14, 16) ~= ':s:' then return end
+  if string.sub(id, 14, 16) ~= ':s:' then return false end
   local sid = string.sub(id, 17)
   local rec = redis.call('HMGET', p .. 'scheduler:' .. sid, 'repeat', 'job', 'count', 'ended', 'data', 'name',
     'prio', 'group', 'max', 'backoff')
-  if not rec[1] or rec[2] ~= id or rec[4] then return end
+  if not rec[1] or rec[2] ~= id or rec[4] then return false end
   local ok, r = pcall(cjson.decode, rec[1])
-  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return end
-  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return end
+  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return true end
+  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return true end
   local schedulers = p .. 'schedulers'
   local at = tonumber(redis.call('ZSCORE', schedulers, sid) or '')
   local count = tonumber(rec[3] or '0')
-  if not at or not count then return end
+  if not at or not count then return false end
   local next_at
   if r.every then next_at = every_next(r, at, count, now) end
   if not next_at then
     redis.call('HSET', p .. 'scheduler:' .. sid, 'ended', end_reason(r, count))
     redis.call('ZADD', schedulers, 'inf', sid)
-    return
+    return false
   end
   scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
     emax)
+  return false
 end
 
 -- Repeat cadences (register, pump). A record P repeat:<name> (every_ms, template, catch_up,

@@ -4,7 +4,9 @@
 --   prefix: the queue base root 'emq:{<queue>}:'; batch: at most this many members per call;
 --   mode 'next': reply with the clock and the next due instant too (a consumer's timer)
 -- REPLY: the number of due members selected, ghosts included (the seeds' reply); with mode
---   'next': {count, now_ms, next_due_ms or -1 when nothing is scheduled}
+--   'next': {count, now_ms, next_due_ms or -1 when nothing is scheduled, handoffs}: handoffs
+--   counts the released scheduler occurrences left to a runtime's hand-off (cron), so a
+--   consumer runs it at once
 -- ERRORS: none. A due row in another state goes to its own set when that lacks it; a
 --   scheduled row whose prio is not a whole number is dead-lettered as EMQDATA (failed,
 --   reason data, field prio).
@@ -353,29 +355,31 @@ end
 -- current occurrence, make the next one now, before this one runs, so no slot waits for a
 -- runtime. Done here for `every` and `immediately` (arithmetic on the record's `repeat`); a
 -- cron pattern, or options this script cannot read, are left to a runtime's hand-off
--- (getJobScheduler due, updateJobScheduler), which the record then still waits for.
+-- (getJobScheduler due, updateJobScheduler), which the record then still waits for: true then,
+-- so the caller can tell a runtime to hand off at once.
 local function scheduler_follow(p, K, id, now, emax)
-  if string.sub(id, 14, 16) ~= ':s:' then return end
+  if string.sub(id, 14, 16) ~= ':s:' then return false end
   local sid = string.sub(id, 17)
   local rec = redis.call('HMGET', p .. 'scheduler:' .. sid, 'repeat', 'job', 'count', 'ended', 'data', 'name',
     'prio', 'group', 'max', 'backoff')
-  if not rec[1] or rec[2] ~= id or rec[4] then return end
+  if not rec[1] or rec[2] ~= id or rec[4] then return false end
   local ok, r = pcall(cjson.decode, rec[1])
-  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return end
-  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return end
+  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return true end
+  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return true end
   local schedulers = p .. 'schedulers'
   local at = tonumber(redis.call('ZSCORE', schedulers, sid) or '')
   local count = tonumber(rec[3] or '0')
-  if not at or not count then return end
+  if not at or not count then return false end
   local next_at
   if r.every then next_at = every_next(r, at, count, now) end
   if not next_at then
     redis.call('HSET', p .. 'scheduler:' .. sid, 'ended', end_reason(r, count))
     redis.call('ZADD', schedulers, 'inf', sid)
-    return
+    return false
   end
   scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
     emax)
+  return false
 end
 
 -- Repeat cadences (register, pump). A record P repeat:<name> (every_ms, template, catch_up,
@@ -460,7 +464,7 @@ local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
-local woke = false
+local woke, handoffs = false, 0
 for _, id in ipairs(due) do
   redis.call('ZREM', K.schedule, id)
   local jk = p .. 'job:' .. id
@@ -477,13 +481,13 @@ for _, id in ipairs(due) do
     if release(p, K, id, row[2], row[3] or '0') then woke = true end
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id)
     -- A recurring occurrence (a scheduler's, a cadence's): its next one exists before it runs.
-    scheduler_follow(p, K, id, now, emax)
+    if scheduler_follow(p, K, id, now, emax) then handoffs = handoffs + 1 end
     repeat_follow(p, K, id, now, emax)
   end
 end
 if woke then wake(K) end
 if ARGV[3] == 'next' then
   local head = redis.call('ZRANGE', K.schedule, 0, 0, 'WITHSCORES')
-  return { #due, now, head[2] and tonumber(head[2]) or -1 }
+  return { #due, now, head[2] and tonumber(head[2]) or -1, handoffs }
 end
 return #due

@@ -382,7 +382,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.scheduleMoved = false;
     this.lastPromoteAt = at;
     this.promoting = true; // set before the first await: loop() reads it to pipeline a claim
-    const { count, now, nextDue } = await this.queue.promoteNext(this.promoteBatch);
+    const { count, now, nextDue, handoffs } = await this.queue.promoteNext(this.promoteBatch);
+    // A cron occurrence was released: its next one is this runtime's to make, now (a 'w r' for
+    // its scheduler may have gone unseen, so the leg's own timer cannot be trusted to know).
+    if (handoffs > 0) this.recurrenceMoved = true;
     if (count >= this.promoteBatch)
       this.scheduleHeadAt = performance.now(); // more are due: go again
     else this.learnHead(now, nextDue);
