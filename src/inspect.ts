@@ -78,7 +78,14 @@ export type JobDetail = JobView & {
   history: QueueEvent[];
   /** True when the stream was only read in part (history bound reached). */
   historyTruncated: boolean;
+  /** The newest lines of the job's log (ctx.log), oldest first: at most LOG_LINES_SHOWN. */
+  logs: string[];
+  /** How many lines the job's log holds. */
+  logCount: number;
 };
+
+/** The log lines a job's detail carries (the consumer keeps 100 by default). */
+const LOG_LINES_SHOWN = 100;
 
 export interface RepeatSummary {
   name: string;
@@ -338,7 +345,12 @@ export class Inspector {
       end = `(${chunk[chunk.length - 1]![0]}`;
     }
     history.reverse();
-    return { ...view, history, historyTruncated: truncated };
+    const logKey = `${q.keys.job(id)}:logs`;
+    const [logs, logCount] = await Promise.all([
+      this.client.lrange(logKey, -LOG_LINES_SHOWN, -1),
+      this.client.llen(logKey),
+    ]);
+    return { ...view, history, historyTruncated: truncated, logs, logCount };
   }
 
   /** The queue's fixed cadences (Repeat) and job schedulers, soonest next run first. */

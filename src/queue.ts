@@ -11,6 +11,7 @@ import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId, mintJobId } from './core/ids.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
 import { Lanes, type RateLimit, rateSpec } from './lanes.js';
+import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
 import type { Connector } from './wire/connector.js';
@@ -438,6 +439,14 @@ export class Queue<D = unknown, R = unknown> {
    */
   update(id: string, data: D): Promise<void> {
     return updateData(this as Queue<unknown, unknown>, id, data);
+  }
+
+  /**
+   * A page of the job's log (ctx.log lines): `{ logs, count }`, `count` lines from index `from`
+   * (defaults 100 from 0, the oldest kept), and how many the log holds.
+   */
+  logs(id: string, opts?: { from?: number; count?: number }): Promise<LogPage> {
+    return readLogs(this as Queue<unknown, unknown>, id, opts);
   }
 
   // ── ending a job ────────────────────────────────────────────────────────────

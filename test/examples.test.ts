@@ -31,6 +31,16 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
     'examples/job-control.ts',
     ['sent: ana: see you, cy: disk 97%', 'digest is scheduled', 'alert ran 2 times', 'EMQSTATE'],
   ],
+  [
+    'examples/logs.ts',
+    [
+      '4 lines kept:',
+      '  row b: ok',
+      '  row c: ok',
+      '  xxxxxxxxxxxxxx… [truncated, 100 bytes]',
+      'from line 2: row c: ok',
+    ],
+  ],
   ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
   // Shown in the README's "Recurring jobs" section, which follows "Flow control".
   [

@@ -846,6 +846,13 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
     retry: fc.tuple(prefix, times(fc.tuple(ids()), 0, 3)).map(([p, rest]) => [p, ...rest]),
     clean: fc.tuple(prefix, field('completed', 'dead', 'cancelled'), num('0'), num('10')),
     promote_job: fc.tuple(prefix, ids()),
+    log: fc
+      .tuple(
+        prefix,
+        num('100', '1', '0'),
+        times(fc.tuple(ids(), tok, num('1', '0', '3'), field('a line')), 0, 2),
+      )
+      .map(([p, m, rest]) => [p, m, ...rest]),
     reschedule: fc.tuple(prefix, ids(), field('at', 'in'), num('0', '100', '1900000000000')),
     reprioritize: fc.tuple(prefix, ids(), num('0', '5')),
     update_data: fc.oneof(

@@ -1,5 +1,5 @@
 -- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
--- deleting their rows (and a parent's P job:<id>:results) too. Bounded work per call: trims at most 1000 rows by count and
+-- deleting their rows (and a parent's P job:<id>:results, a job's P job:<id>:logs) too. Bounded work per call: trims at most 1000 rows by count and
 -- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
 local function trim(p, set, keep, age, now)
   local excess = redis.call('ZCARD', set) - keep
@@ -12,7 +12,8 @@ local function trim(p, set, keep, age, now)
   if #old > 0 then
     local rows = {}
     for i, id in ipairs(old) do
-      rows[2 * i - 1], rows[2 * i] = p .. 'job:' .. id, p .. 'job:' .. id .. ':results'
+      local jk = p .. 'job:' .. id
+      rows[3 * i - 2], rows[3 * i - 1], rows[3 * i] = jk, jk .. ':results', jk .. ':logs'
     end
     redis.call('DEL', unpack(rows))
     redis.call('ZREM', set, unpack(old))

@@ -44,7 +44,7 @@ for _, id in ipairs(ids) do
   local jk = p .. 'job:' .. id
   -- A member whose row moved on (retried, say) only leaves the set: a live row is never deleted.
   if redis.call('HGET', jk, 'state') == state then
-    redis.call('DEL', jk, jk .. ':results')
+    redis.call('DEL', jk, jk .. ':results', jk .. ':logs')
     n = n + 1
   end
   redis.call('ZREM', set, id)

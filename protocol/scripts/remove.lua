@@ -241,7 +241,7 @@ elseif state == 'waiting_children' then
 elseif sets[state] then
   redis.call('ZREM', sets[state], id)
 end
-redis.call('DEL', KEYS[1], KEYS[1] .. ':results')
+redis.call('DEL', KEYS[1], KEYS[1] .. ':results', KEYS[1] .. ':logs')
 local emax = redis.call('HGET', KEYS[8], 'events_max') or '10000'
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', emax, '*', 'event', 'removed', 'id', id, 'prev', state)
 if row[3] then dedupe_release(p, row[3], id) end

@@ -1,6 +1,7 @@
 // The commands that only read: queues, stats, jobs, job, schedulers, tail. They go through the
 // Inspector (tail through an events reader) and never call a verb.
 import { type Command, Option } from 'commander';
+import type { LogPage } from '../logs.js';
 import { JOB_STATES, type JobState } from '../queue.js';
 import { fromArg, wholeArg } from './args.js';
 import {
@@ -100,6 +101,28 @@ export function registerReads(program: Command): void {
     'one job: its row and its events still in the stream',
     async (s, queue, id) => (await s.inspector.job(queue, id)) ?? noJob(queue, id),
     jobDetail,
+  );
+
+  jobCommand<LogPage & { id: string; from: number }, { from: number; count: number }>(
+    program,
+    'logs',
+    "a job's log lines (ctx.log), oldest first",
+    async (s, queue, id, opts) => {
+      const q = s.mq.queue(queue);
+      if (!(await q.get(id))) noJob(queue, id);
+      return { id, from: opts.from, ...(await q.logs(id, { from: opts.from, count: opts.count })) };
+    },
+    (page) =>
+      page.count === 0
+        ? `job ${page.id} has no log lines`
+        : [
+            `${page.id}: lines ${page.from + 1}-${page.from + page.logs.length} of ${page.count}`,
+            ...page.logs,
+          ].join('\n'),
+    (c) =>
+      c
+        .option('--from <n>', 'the first line, from 0 (the oldest kept)', wholeArg(0), 0)
+        .option('--count <n>', 'how many lines', wholeArg(1, 100_000), 100),
   );
 
   queueView(

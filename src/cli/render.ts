@@ -191,6 +191,11 @@ export function jobDetail(j: JobDetail): string {
   if (j.error) field('error', j.error.message);
   if (j.lastError) field('last error', j.lastError.message);
   if (j.error?.stack) lines.push('  stack', ...j.error.stack.split('\n').map((l) => `    ${l}`));
+  if (j.logCount > 0) {
+    const part = j.logs.length < j.logCount ? `, the newest ${j.logs.length}` : '';
+    lines.push(`logs (${j.logCount} lines${part}; all of them: echomq logs)`);
+    for (const l of j.logs) lines.push(`  ${l}`);
+  }
   lines.push(
     `history (${j.history.length} events still in the stream${j.historyTruncated ? ', newest part' : ''})`,
   );

@@ -163,20 +163,23 @@ function positional(program: Command, name: string, description: string, args: s
   return command;
 }
 
-/** `echomq <name> <queue> <id>`: `run` on one job (its id checked first) in a session. */
-export function jobCommand<T>(
+/**
+ * `echomq <name> <queue> <id>`: `run` on one job (its id checked first) in a session, with the
+ * options `options` declares (handed to `run` as parsed).
+ */
+export function jobCommand<T, O = Record<string, never>>(
   program: Command,
   name: string,
   description: string,
-  run: (s: Session, queue: string, id: string) => Promise<T>,
+  run: (s: Session, queue: string, id: string, opts: O) => Promise<T>,
   human: (value: T) => string,
+  options?: (command: Command) => Command,
 ): void {
-  positional(program, name, description, ['<queue>', '<id>']).action(
-    async (queue: string, id: string, _opts, cmd: Command) => {
-      requireJobId(queue, id);
-      await report(globals(cmd), undefined, (s) => run(s, queue, id), human);
-    },
-  );
+  const command = positional(program, name, description, ['<queue>', '<id>']);
+  (options ? options(command) : command).action(async (queue: string, id: string, opts: O, cmd: Command) => {
+    requireJobId(queue, id);
+    await report(globals(cmd), undefined, (s) => run(s, queue, id, opts), human);
+  });
 }
 
 /** `echomq <name> <queue>`: one view of a queue that must exist, read in a session. */

@@ -1,5 +1,6 @@
 // The commands that change something, each through the Queue's verbs (one verb, or a verb in
-// batches with a progress bar): enqueue, retry, cancel, remove, pause, resume, clean.
+// batches with a progress bar): enqueue, retry, promote, reschedule, cancel, remove, pause,
+// resume, clean.
 import { type Command, Option } from 'commander';
 import { formatDuration } from '../core/duration.js';
 import type { EnqueueOptions } from '../queue.js';
@@ -137,6 +138,36 @@ export function registerWrites(program: Command): void {
         });
       },
     );
+
+  jobCommand(
+    program,
+    'promote',
+    'run a scheduled job now, ahead of its run-at',
+    async (s, queue, id) => {
+      await s.mq.queue(queue).promote(id);
+      return { id, status: 'promoted' };
+    },
+    ({ id }) => `promoted ${id}: it is pending now`,
+  );
+
+  jobCommand<{ id: string; runAt: number }, { in?: number; at?: number }>(
+    program,
+    'reschedule',
+    'move a job that has not started to a new run-at (--in or --at, on the server clock)',
+    async (s, queue, id, opts) => {
+      if ((opts.in === undefined) === (opts.at === undefined)) {
+        throw new CliError(EXIT.usage, 'give --in or --at (one of them)');
+      }
+      const q = s.mq.queue(queue);
+      const runAt = await q.reschedule(id, opts.in !== undefined ? { in: opts.in } : { at: opts.at! });
+      return { id, runAt };
+    },
+    ({ id, runAt }) => `rescheduled ${id} to run at ${when(runAt)}`,
+    (c) =>
+      c
+        .option('--in <duration>', 'run after this long (500ms, 5s, 10m, 1h), from now', durationArg)
+        .option('--at <when>', 'run at this instant: epoch ms or an ISO date', instantArg),
+  );
 
   jobCommand(
     program,

@@ -19,6 +19,7 @@ import { updateData } from '../control.js';
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES, logLine } from '../logs.js';
 import type { Queue } from '../queue.js';
 import type { RedisClient } from '../wire/connector.js';
 
@@ -46,6 +47,10 @@ export interface ConsumeOptions {
   /** Largest error message / stack stored on the row, in bytes. Default 2048 / 8192. */
   maxErrorBytes?: number;
   maxStackBytes?: number;
+  /** Lines a job's log keeps (ctx.log; older ones are trimmed first). Default 100. */
+  maxLogLines?: number;
+  /** Longest log line in bytes; a longer one is cut and marked. Default 1024. */
+  maxLogLineBytes?: number;
 }
 
 /** The job as a handler sees it. */
@@ -71,6 +76,11 @@ export interface JobContext {
   childrenResults(): Promise<Record<string, unknown>>;
   /** Replaces this job's stored data (fenced by the lease; `job.data` stays what it was). */
   update(data: unknown): Promise<void>;
+  /**
+   * Appends a line to the job's log (queue.logs(id)). Buffered: the lines travel with the job's
+   * acknowledgement or its next lease checkpoint, never one round trip per line.
+   */
+  log(line: string): void;
 }
 
 export type Handler<D, R> = (job: Job<D>, ctx: JobContext) => Promise<R> | R;
@@ -111,6 +121,8 @@ class Running<D> implements Job<D>, JobContext {
   /** The handler ended and its outcome (complete or fail) is queued or in flight: that reply decides. */
   acking = false;
   readonly startedAt = performance.now();
+  /** Log lines not sent yet (ctx.log), oldest first. */
+  logLines: string[] | undefined;
 
   constructor(
     private readonly consumer: Consumer<D, unknown>,
@@ -160,6 +172,10 @@ class Running<D> implements Job<D>, JobContext {
     return this.consumer.progress(this, value);
   }
 
+  log(line: string): void {
+    this.consumer.log(this, line);
+  }
+
   update(data: unknown): Promise<void> {
     return updateData(this.consumer.queue as Queue<unknown, unknown>, this.id, data, this.token);
   }
@@ -187,6 +203,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private readonly backoff: BackoffPolicy;
   private readonly maxErrorBytes: number;
   private readonly maxStackBytes: number;
+  readonly maxLogLines: number;
+  private readonly maxLogLineBytes: number;
+  /** Held jobs with log lines to send. */
+  private readonly logging = new Set<Running<D>>();
 
   private readonly held = new Map<string, Running<D>>();
   /** Handlers finished but not yet acknowledged: id, token, encoded result. */
@@ -257,6 +277,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.backoff = Backoff.validate(opts.backoff ?? DEFAULT_BACKOFF);
     this.maxErrorBytes = positive(opts.maxErrorBytes ?? 2048, 'maxErrorBytes');
     this.maxStackBytes = positive(opts.maxStackBytes ?? 8192, 'maxStackBytes');
+    this.maxLogLines = positive(opts.maxLogLines ?? DEFAULT_LOG_LINES, 'maxLogLines');
+    this.maxLogLineBytes = positive(opts.maxLogLineBytes ?? DEFAULT_LOG_LINE_BYTES, 'maxLogLineBytes', 32);
     // An 'error' with no listener would crash the process; a consumer reports and carries on.
     this.on('error', () => {});
   }
@@ -658,6 +680,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   }
 
   private async sendAcks(acks: [Running<D>, string, unknown][], n: number): Promise<void> {
+    if (this.logging.size > 0) this.sendLogs(); // on the wire just before the acknowledgement
     const argv: (string | number)[] = [this.queue.keys.prefix, this.leaseMs, n];
     for (const [job, result] of acks) argv.push(job.id, job.token, result);
     this.reserved += n;
@@ -711,6 +734,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const message = clip(error.message || String(error), this.maxErrorBytes);
     const stack = clip(error.stack ?? '', this.maxStackBytes);
     for (;;) {
+      if (this.logging.size > 0) this.sendLogs();
       try {
         const outcome = (await this.queue.run(
           'fail',
@@ -781,6 +805,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private async extend(): Promise<void> {
     const jobs = [...this.held.values()].filter((j) => !j.released);
     if (jobs.length === 0) return;
+    if (this.logging.size > 0) this.sendLogs(); // a long job's lines show up once a period
     const argv: (string | number)[] = [this.queue.keys.prefix, this.leaseMs];
     for (const j of jobs) argv.push(j.id, j.token);
     try {
@@ -815,6 +840,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   /** ctx.checkpoint(): extends this job's lease now; throws when cancelled or lost. */
   async checkpoint(job: Running<D>): Promise<void> {
+    if (this.logging.size > 0) this.sendLogs();
     if (!job.aborted) {
       const [status] = (await this.queue.run('extend_lock', [
         this.queue.keys.prefix,
@@ -825,6 +851,42 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       this.onLease(job, status!);
     }
     if (job.aborted) throw job.reason();
+  }
+
+  /** ctx.log(): buffers a line (cut to maxLogLineBytes), keeping the newest maxLogLines. */
+  log(job: Running<D>, line: string): void {
+    const text = logLine(line, this.maxLogLineBytes);
+    if (job.released) return;
+    const lines = job.logLines ?? [];
+    job.logLines = lines;
+    lines.push(text);
+    if (lines.length > this.maxLogLines) lines.shift();
+    this.logging.add(job);
+  }
+
+  /**
+   * Sends every buffered log line in one `log` call. Not awaited: the call is written before the
+   * acknowledgement or checkpoint that follows it on the same connection, so Redis runs it
+   * first and no round trip is added. Lines of a call that failed go back to their buffers.
+   */
+  private sendLogs(): void {
+    const sent: [Running<D>, string[]][] = [];
+    const argv: (string | number)[] = [this.queue.keys.prefix, this.maxLogLines];
+    for (const job of this.logging) {
+      const lines = job.logLines ?? [];
+      job.logLines = undefined;
+      sent.push([job, lines]);
+      argv.push(job.id, job.token, lines.length, ...lines);
+    }
+    this.logging.clear();
+    this.queue.run('log', argv).catch((err) => {
+      this.emit('error', err);
+      for (const [job, lines] of sent) {
+        if (job.released || this.held.get(job.id) !== job) continue;
+        job.logLines = [...lines, ...(job.logLines ?? [])].slice(-this.maxLogLines);
+        this.logging.add(job);
+      }
+    });
   }
 
   /** ctx.progress(): stores progress on the row (fenced by the lease token). */
@@ -894,6 +956,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       (j) => !j.released && !this.acks.some(([a]) => a === j),
     );
     if (unfinished.length > 0 && !this.queue.connector.isClosed) {
+      if (this.logging.size > 0) this.sendLogs();
       for (const j of unfinished) j.released = true;
       const argv: (string | number)[] = [this.queue.keys.prefix];
       for (const j of unfinished) argv.push(j.id, j.token);

@@ -70,7 +70,7 @@ export const DASHBOARD_JS = String.raw`(function () {
   var base = meta('emq-base') || '';
   var csrf = meta('csrf-token');
   var liveEl = document.getElementById('live');
-  var ACTIONS = { retry: ['dead', 'cancelled'], cancel: ['scheduled', 'pending', 'active'],
+  var ACTIONS = { promote: ['scheduled'], retry: ['dead', 'cancelled', 'completed'], cancel: ['scheduled', 'pending', 'active'],
     remove: ['scheduled', 'pending', 'completed', 'dead', 'cancelled'] };
 
   function meta(name) {
@@ -203,7 +203,7 @@ export const DASHBOARD_JS = String.raw`(function () {
       tr.appendChild(el('td', { class: 'err' }, job.error ? job.error.message : ''));
       td = el('td', { class: 'actions' });
       if (csrf) {
-        ['retry', 'cancel', 'remove'].forEach(function (a) {
+        ['promote', 'retry', 'cancel', 'remove'].forEach(function (a) {
           if (ACTIONS[a].indexOf(job.state) < 0) return;
           td.appendChild(actionForm(base + qbase + '/jobs/' + enc(job.id) + '/' + a, a.charAt(0).toUpperCase() + a.slice(1), self, a === 'remove'));
         });
@@ -273,6 +273,7 @@ export const DASHBOARD_JS = String.raw`(function () {
         box('job-stack', job.error ? job.error.stack : undefined);
         box('job-last-error', job.lastError ? (job.lastError.message + '\n\n' + (job.lastError.stack || '')).trim() : undefined);
         box('job-progress', job.progress === undefined ? undefined : pretty(job.progress));
+        box('job-logs', job.logCount ? job.logs.join('\n') : undefined);
         var forms = document.querySelectorAll('#job-actions form[data-states]');
         for (var i = 0; i < forms.length; i++) forms[i].hidden = forms[i].getAttribute('data-states').split(' ').indexOf(job.state) < 0;
         var list = document.getElementById('job-history');

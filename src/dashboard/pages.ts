@@ -14,8 +14,9 @@ export interface PageContext {
 }
 
 /** Which states each job action applies to (the server enforces them again through the verbs). */
-export const ACTION_STATES: Record<'retry' | 'cancel' | 'remove', readonly JobState[]> = {
-  retry: ['dead', 'cancelled'],
+export const ACTION_STATES: Record<'promote' | 'retry' | 'cancel' | 'remove', readonly JobState[]> = {
+  promote: ['scheduled'],
+  retry: ['dead', 'cancelled', 'completed'],
   cancel: ['scheduled', 'pending', 'active'],
   remove: ['scheduled', 'pending', 'completed', 'dead', 'cancelled'],
 };
@@ -219,7 +220,7 @@ export interface QueuePageView {
 export function jobRow(ctx: PageContext, queue: string, job: JobView, ret: string): string {
   const base = `/queues/${q(queue)}/jobs/${q(job.id)}`;
   const when = job.finishedAt ?? job.startedAt ?? job.runAt;
-  const actions = (['retry', 'cancel', 'remove'] as const)
+  const actions = (['promote', 'retry', 'cancel', 'remove'] as const)
     .filter((a) => ACTION_STATES[a].includes(job.state))
     .map((a) =>
       form(ctx, href(ctx, `${base}/${a}`), a[0]!.toUpperCase() + a.slice(1), ret, { danger: a === 'remove' }),
@@ -330,7 +331,7 @@ function historyItems(job: JobDetail): string {
 export function jobPage(ctx: PageContext, queue: string, job: JobDetail): string {
   const self = href(ctx, `/queues/${q(queue)}/jobs/${q(job.id)}`);
   const back = href(ctx, `/queues/${q(queue)}`, { state: job.state });
-  const actions = (['retry', 'cancel', 'remove'] as const)
+  const actions = (['promote', 'retry', 'cancel', 'remove'] as const)
     .map((a) =>
       form(ctx, `${self}/${a}`, a[0]!.toUpperCase() + a.slice(1), a === 'remove' ? back : self, {
         danger: a === 'remove',
@@ -376,6 +377,7 @@ ${section('job-error', 'Error', errorText)}
 ${section('job-stack', 'Stack', job.error?.stack)}
 ${section('job-last-error', 'Error before the last retry', lastError)}
 ${section('job-progress', 'Progress', job.progress === undefined ? undefined : pretty(job.progress))}
+${section('job-logs', job.logs.length < job.logCount ? `Logs (the newest ${job.logs.length} of ${job.logCount} lines)` : 'Logs', job.logCount === 0 ? undefined : job.logs.join('\n'))}
 <section class="card"><h2>Timeline</h2><ol class="timeline" id="job-history">${historyItems(job)}</ol>${job.historyTruncated ? '<p class="empty">Older entries were not read.</p>' : ''}<p class="empty">Events older than the stream's cap are gone.</p></section>`,
   });
 }

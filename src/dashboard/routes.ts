@@ -244,6 +244,7 @@ async function stream(c: ReadCall & { p: Parts }, names: string[]): Promise<void
 // ── actions ─────────────────────────────────────────────────────────────────
 
 export const ACTIONS: readonly Route<Action>[] = [
+  route<Action>('/queues/:queue/jobs/:id/promote', (q, { id }) => q.promote(id!)),
   route<Action>('/queues/:queue/jobs/:id/retry', (q, { id }) => q.retry(id!)),
   route<Action>('/queues/:queue/jobs/:id/cancel', (q, { id }) => q.cancel(id!)),
   route<Action>('/queues/:queue/jobs/:id/remove', async (q, { id }) => {

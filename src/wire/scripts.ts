@@ -49,7 +49,8 @@ export type ScriptName =
   | 'promote_job'
   | 'reschedule'
   | 'reprioritize'
-  | 'update_data';
+  | 'update_data'
+  | 'log';
 
 /** protocol/ sits beside src/ and dist/ alike. */
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'protocol');

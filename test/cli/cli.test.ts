@@ -372,6 +372,39 @@ describe('retry, cancel, remove, pause, resume, clean, enqueue', CHILD_PROCESSES
     expect(neither.stderr).toContain('give a job id or one of --all-dead, --all-cancelled');
   });
 
+  it('promote runs a scheduled job now; reschedule moves it; logs and job show its log lines', async () => {
+    const q = newQueue();
+    const { id } = await q.enqueueIn({}, 3_600_000);
+    const moved = await cli(['reschedule', q.name, id, '--in', '2h']);
+    expect(moved.code).toBe(0);
+    expect(moved.stdout).toContain(`rescheduled ${id} to run at`);
+    const runAt = (await q.get(id))!.runAt!;
+    const [s] = await raw.time();
+    expect(runAt).toBeGreaterThan(Number(s) * 1000 + 3_600_000);
+    expect((await cli(['reschedule', q.name, id])).code).toBe(1);
+    const ok = await cli(['promote', q.name, id]);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain(`promoted ${id}: it is pending now`);
+    const again = await cli(['promote', q.name, id]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`job ${id} is pending: only a scheduled job can be promoted`);
+    expect((await cli(['promote', q.name, 'JOBnope'])).code).toBe(2);
+
+    const c = q.consume((_job, ctx) => {
+      for (let i = 1; i <= 3; i++) ctx.log(`line ${i}`);
+    });
+    await q.waitFor(id, { timeoutMs: 10_000 });
+    await c.close();
+    const logs = await cli(['logs', q.name, id, '--from', '1']);
+    expect(logs.code).toBe(0);
+    expect(logs.stdout.trimEnd().split('\n')).toEqual([`${id}: lines 2-3 of 3`, 'line 2', 'line 3']);
+    const json = await cli(['--json', 'logs', q.name, id, '--count', '1']);
+    expect(JSON.parse(json.stdout)).toEqual({ id, from: 0, logs: ['line 1'], count: 3 });
+    const job = await cli(['job', q.name, id]);
+    expect(job.stdout).toContain('logs (3 lines; all of them: echomq logs)\n  line 1\n  line 2\n  line 3');
+    expect((await cli(['logs', q.name, 'JOBnope'])).code).toBe(2);
+  });
+
   it('retry --all-dead of 1,200 dead jobs, piped, prints a plain progress line per batch of 500', async () => {
     const q = newQueue();
     await deadJobs(q, 1200);

@@ -244,6 +244,31 @@ describe('dashboard over HTTP', () => {
     expect(await q.get(b)).toBeNull();
   });
 
+  it("promotes a scheduled job from its page, and shows a job's log lines", async () => {
+    const later = await q.enqueueIn({ n: 1 }, 3_600_000);
+    const d = await dashboard();
+    const page = await (await fetch(`${d.url}queues/${name}/jobs/${later.id}`)).text();
+    expect(page).toContain(`/jobs/${later.id}/promote`);
+    const token = await csrfOf(d.url);
+    const res = await fetch(`${d.url}queues/${name}/jobs/${later.id}/promote`, form({ _csrf: token }));
+    expect(res.status).toBe(303);
+    expect((await q.get(later.id))?.state).toBe('pending');
+    // A pending job cannot be promoted: the verb's EMQSTATE is a 409.
+    expect(
+      (await fetch(`${d.url}queues/${name}/jobs/${later.id}/promote`, form({ _csrf: token }))).status,
+    ).toBe(409);
+    const c = consume((_job, ctx) => {
+      ctx.log('fetched <b>3</b> rows');
+      ctx.log('done');
+    });
+    await q.waitFor(later.id, { timeoutMs: 10_000 });
+    await c.close();
+    const html = await (await fetch(`${d.url}queues/${name}/jobs/${later.id}`)).text();
+    expect(html).toContain('<pre id="job-logs">fetched &lt;b&gt;3&lt;/b&gt; rows\ndone</pre>');
+    const api = await (await fetch(`${d.url}api/queues/${name}/jobs/${later.id}`)).json();
+    expect(api).toMatchObject({ logs: ['fetched <b>3</b> rows', 'done'], logCount: 2 });
+  });
+
   it('escapes a payload, a job name and an error message everywhere', async () => {
     const evil = '<script>alert(1)</script>';
     const id = await deadJob({ html: evil }, { name: evil }, `bad ${evil}`);

@@ -15,6 +15,7 @@ type KeyExpectation =
   | { type: 'hash'; value: Record<string, string> }
   | { type: 'zset'; value: [member: string, score: number | string][] }
   | { type: 'set'; value: string[] }
+  | { type: 'list'; value: string[] }
   | { type: 'string'; value: string }
   | { type: 'stream'; length: number; last?: Record<string, string> };
 
@@ -195,6 +196,9 @@ async function compareKey(
       compare([...expected.value].sort(), actual, now, key, out);
       return;
     }
+    case 'list':
+      compare(expected.value, await client.lrange(key, 0, -1), now, key, out);
+      return;
     case 'string':
       compare(expected.value, await client.get(key), now, key, out);
       return;

@@ -738,6 +738,37 @@ const z = (byScore: boolean, rev: boolean, allowByScore: boolean): Run => {
     zrangeGeneric(ctx, key!, from!, to!, opts, { byScore, rev, allowByScore });
 };
 
+function rpush(ctx: CommandContext, [key, ...values]: string[]): number {
+  const list = ctx.db.write(key!, 'list');
+  list.push(...values);
+  return list.length;
+}
+
+/** A list's [start, stop] as Redis reads them: negative counts from the end, clamped to the list. */
+function listRange(length: number, start: string | undefined, stop: string | undefined): [number, number] {
+  let from = integer(start);
+  let to = integer(stop);
+  if (from < 0) from = Math.max(0, length + from);
+  if (to < 0) to = length + to;
+  return [from, Math.min(to, length - 1)];
+}
+
+function lrange(ctx: CommandContext, [key, start, stop]: string[]): string[] {
+  const list = ctx.db.read(key!, 'list') ?? [];
+  const [from, to] = listRange(list.length, start, stop);
+  return from > to ? [] : list.slice(from, to + 1);
+}
+
+function ltrim(ctx: CommandContext, [key, start, stop]: string[]): Status {
+  const list = ctx.db.read(key!, 'list');
+  if (!list) return OK;
+  const [from, to] = listRange(list.length, start, stop);
+  const kept = from > to ? [] : list.slice(from, to + 1);
+  list.splice(0, list.length, ...kept);
+  ctx.db.dropIfEmpty(key!, list);
+  return OK;
+}
+
 /**
  * The commands EchoMQ uses, and nothing else: the scripts' (protocol/scripts/*.lua), the
  * runtime's, the CLI's, the dashboard's and the tests' raw reads. MULTI, EXEC, DISCARD, WATCH and
@@ -814,6 +845,11 @@ export const COMMANDS: Record<string, Command> = {
   ZPOPMAX: { arity: -2, run: (c, a) => zpop(c, a, true) },
   ZREMRANGEBYSCORE: { arity: 4, run: zremrangebyscore },
   ZREMRANGEBYRANK: { arity: 4, run: zremrangebyrank },
+  // lists
+  RPUSH: { arity: -3, run: rpush },
+  LLEN: { arity: 2, run: (c, [k]) => c.db.read(k!, 'list')?.length ?? 0 },
+  LRANGE: { arity: 4, run: lrange },
+  LTRIM: { arity: 4, run: ltrim },
   // streams
   XADD: { arity: -5, run: xadd },
   XLEN: { arity: 2, run: (c, [k]) => c.db.read(k!, 'stream')?.length ?? 0 },

@@ -1,12 +1,12 @@
 // One database of the memory engine: keys to values, with expiry read on the engine's clock.
-// A value is a plain string, a Map (hash), a Set, a SortedSet or a Stream; its kind is its
+// A value is a plain string, a Map (hash), a Set, a SortedSet, a Stream or an array (a list); its kind is its
 // Redis TYPE. Reads see an expired key as absent (and delete it), as Redis's lazy expiry does.
 import { RespError } from './resp.js';
 import { SortedSet } from './sorted-set.js';
 import { Stream } from './stream.js';
 
-export type Value = string | Map<string, string> | Set<string> | SortedSet | Stream;
-export type Kind = 'string' | 'hash' | 'set' | 'zset' | 'stream';
+export type Value = string | Map<string, string> | Set<string> | SortedSet | Stream | string[];
+export type Kind = 'string' | 'hash' | 'set' | 'zset' | 'stream' | 'list';
 
 export const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
 
@@ -15,6 +15,7 @@ export function kindOf(v: Value): Kind {
   if (v instanceof Map) return 'hash';
   if (v instanceof Set) return 'set';
   if (v instanceof SortedSet) return 'zset';
+  if (Array.isArray(v)) return 'list';
   return 'stream';
 }
 
@@ -33,6 +34,7 @@ const MAKE: Record<Exclude<Kind, 'string'>, () => Value> = {
   set: () => new Set<string>(),
   zset: () => new SortedSet(),
   stream: () => new Stream(),
+  list: () => [] as string[],
 };
 
 export class Database {
@@ -85,8 +87,8 @@ export class Database {
   }
 
   /** Drops `key` when a collection emptied, as Redis does for hashes, sets and sorted sets. */
-  dropIfEmpty(key: string, v: Map<string, string> | Set<string> | SortedSet): void {
-    if (v.size === 0) this.delete(key);
+  dropIfEmpty(key: string, v: Map<string, string> | Set<string> | SortedSet | string[]): void {
+    if ((Array.isArray(v) ? v.length : v.size) === 0) this.delete(key);
   }
 
   /** Every live key (expired ones are deleted on the way). */
@@ -110,4 +112,6 @@ type KindValue<K extends Kind> = K extends 'string'
       ? Set<string>
       : K extends 'zset'
         ? SortedSet
-        : Stream;
+        : K extends 'list'
+          ? string[]
+          : Stream;
