@@ -14,6 +14,7 @@ import { Lanes, type RateLimit, rateSpec } from './lanes.js';
 import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
+import { type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
 import type { Connector } from './wire/connector.js';
 import { assertName, Keyspace, PROTOCOL_VERSION } from './wire/keyspace.js';
 import { type Script, type ScriptName, script } from './wire/scripts.js';
@@ -630,6 +631,25 @@ export class Queue<D = unknown, R = unknown> {
       wholeNumber(opts.olderThanMs ?? 0, 'olderThanMs', 0),
       wholeNumber(opts.limit ?? 1000, 'limit', 1, 100_000),
     ])) as number;
+  }
+
+  /**
+   * Deletes every waiting job (pending and every lane; with `scheduled: true` the scheduled ones
+   * too) in batches, and resolves with how many. Running and ended jobs stay.
+   */
+  drain(opts?: DrainOptions): Promise<number> {
+    return drain(this as Queue<unknown, unknown>, opts);
+  }
+
+  /**
+   * Deletes every key of the queue in batches. Refused (EMQSTATE) while jobs are active, unless
+   * `force`. The next call on this queue starts it afresh (hello stamps the version again).
+   */
+  async obliterate(opts?: ObliterateOptions): Promise<number> {
+    const deleted = await obliterate(this as Queue<unknown, unknown>, opts);
+    this.hello = undefined;
+    this.helloDone = false;
+    return deleted;
   }
 
   // ── processing and watching ─────────────────────────────────────────────────

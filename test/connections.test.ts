@@ -56,10 +56,15 @@ const LEAST_PRIVILEGE_COMMANDS = [
   'zrem',
   'zremrangebyscore',
   'zscore',
+  // job logs (ctx.log, queue.logs)
+  'rpush',
+  'ltrim',
+  'lrange',
+  'llen',
 ];
 // Optional: +client|id +client|unblock let a consumer end a timed blocking read on time (without
 // them it wakes on the server's tick, about 100 ms late); +config|get lets connect() check
-// maxmemory-policy. CLIENT UNBLOCK can unblock any client: grant it where that is acceptable.
+// maxmemory-policy; +scan lets obliterate walk the queue's keys. CLIENT UNBLOCK can unblock any client: grant it where that is acceptable.
 
 const admin: { server?: RedisServer; raw?: Redis } = {};
 

@@ -400,6 +400,30 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     }
   });
 
+  it('drain and obliterate: refused options write nothing; obliterate waits for active jobs', async () => {
+    const { q } = await populated('fz-empty');
+    const opts = fc.oneof(
+      fc.record({ scheduled: hostile, batch: hostile, onProgress: hostile }, { requiredKeys: [] }),
+      fc.record({ force: fc.constant(false), batch: fc.oneof(hostile, fc.integer({ min: 1, max: 50 })) }),
+      fc.dictionary(hostileString, hostile, { maxKeys: 2 }),
+      hostile,
+    );
+    await fc.assert(
+      fc.asyncProperty(opts, async (o) => {
+        await judge(q, 'obliterate', () => q.obliterate(o as Any));
+      }),
+      { numRuns: RUNS },
+    );
+    // JOBactive holds its lease: no unforced obliterate got through.
+    expect((await q.get('JOBactive'))?.state).toBe('active');
+    await fc.assert(
+      fc.asyncProperty(opts, async (o) => {
+        await judge(q, 'drain', () => q.drain(o as Any));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
   it('promote, reap, sweepStalled, pause/resume, clean', async () => {
     const { q } = await populated('fz-sweeps');
     await fc.assert(
@@ -846,6 +870,9 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
     retry: fc.tuple(prefix, times(fc.tuple(ids()), 0, 3)).map(([p, rest]) => [p, ...rest]),
     clean: fc.tuple(prefix, field('completed', 'dead', 'cancelled'), num('0'), num('10')),
     promote_job: fc.tuple(prefix, ids()),
+    drain: fc.tuple(prefix, num('1', '100'), field('0', '1')),
+    // Mostly refused (a job is active and force is '0'): a forced one would empty the queue.
+    obliterate: fc.tuple(prefix, num('0'), num('10'), field('0')),
     log: fc
       .tuple(
         prefix,

@@ -1,12 +1,32 @@
 // A CLI run's connection, and the course most commands take: connect (no answer exits 3 and
 // says what to do), check the queue exists (exit 2, naming the queues there are), read or call
 // one verb, print the value as JSON under --json or as text for people, close.
+import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { Redis } from 'ioredis';
 import { isJobId } from '../core/ids.js';
 import { EchoMQ } from '../echomq.js';
 import { Inspector } from '../inspect.js';
 import { printJson, write } from './render.js';
+
+/**
+ * Asks before a command that deletes for good: `--yes` skips the question; without a terminal
+ * to ask on, the command refuses (exit 1) and says to pass --yes.
+ */
+export async function confirm(question: string, yes: boolean | undefined): Promise<void> {
+  if (yes) return;
+  if (!process.stdin.isTTY) {
+    throw new CliError(EXIT.usage, `${question} Pass --yes to confirm (stdin is not a terminal).`);
+  }
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await rl.question(`${question} [y/N] `);
+    if (!/^y(es)?$/i.test(answer.trim()))
+      throw new CliError(EXIT.usage, 'not confirmed: nothing was deleted');
+  } finally {
+    rl.close();
+  }
+}
 
 /** Exit codes: what a script calling the CLI can switch on. */
 export const EXIT = { ok: 0, usage: 1, notFound: 2, noServer: 3 } as const;

@@ -1,6 +1,6 @@
 // The commands that change something, each through the Queue's verbs (one verb, or a verb in
 // batches with a progress bar): enqueue, retry, promote, reschedule, cancel, remove, pause,
-// resume, clean.
+// resume, drain, obliterate (both asking first), clean.
 import { type Command, Option } from 'commander';
 import { formatDuration } from '../core/duration.js';
 import type { EnqueueOptions } from '../queue.js';
@@ -8,6 +8,7 @@ import { durationArg, instantArg, wholeArg } from './args.js';
 import { printJson, progress, when, write } from './render.js';
 import {
   CliError,
+  confirm,
   EXIT,
   globals,
   jobCommand,
@@ -218,6 +219,60 @@ export function registerWrites(program: Command): void {
         });
       });
   }
+
+  program
+    .command('drain')
+    .description('delete every waiting job of a queue (and scheduled ones with --scheduled)')
+    .argument('<queue>')
+    .option('--scheduled', 'also delete scheduled jobs (delayed, retries in backoff)')
+    .option('--batch <n>', 'jobs per script call', wholeArg(1, 100_000), 1000)
+    .option('-y, --yes', 'do not ask for confirmation')
+    .action(
+      async (queue: string, opts: { scheduled?: boolean; batch: number; yes?: boolean }, cmd: Command) => {
+        const g = globals(cmd);
+        await withSession(g, async (s) => {
+          await requireQueue(s, queue);
+          const q = s.mq.queue(queue);
+          const counts = await q.counts();
+          const total = counts.pending + (opts.scheduled ? counts.scheduled : 0);
+          const what = opts.scheduled ? 'waiting and scheduled' : 'waiting';
+          await confirm(`Delete the ${total} ${what} jobs of queue ${queue}?`, opts.yes);
+          const bar = progress(`draining ${queue}`);
+          const deleted = await q.drain({
+            scheduled: opts.scheduled === true,
+            batch: opts.batch,
+            onProgress: (p) => bar.update(p.deleted, Math.max(total, p.deleted)),
+          });
+          bar.end();
+          if (g.json) return printJson({ queue, deleted });
+          write(`deleted ${deleted} ${what} jobs of queue ${queue}`);
+        });
+      },
+    );
+
+  program
+    .command('obliterate')
+    .description('delete every key of a queue: jobs, logs, lanes, schedulers, events, settings')
+    .argument('<queue>')
+    .option('--force', 'go on while jobs are active')
+    .option('--batch <n>', 'keys looked at per script call', wholeArg(1, 100_000), 1000)
+    .option('-y, --yes', 'do not ask for confirmation')
+    .action(async (queue: string, opts: { force?: boolean; batch: number; yes?: boolean }, cmd: Command) => {
+      const g = globals(cmd);
+      await withSession(g, async (s) => {
+        await requireQueue(s, queue);
+        await confirm(`Delete queue ${queue} and everything in it, for good?`, opts.yes);
+        const bar = progress(`obliterating ${queue}`);
+        const deleted = await s.mq.queue(queue).obliterate({
+          force: opts.force === true,
+          batch: opts.batch,
+          onProgress: (p) => bar.update(p.deleted, p.total),
+        });
+        bar.end();
+        if (g.json) return printJson({ queue, deleted });
+        write(`obliterated queue ${queue}: ${deleted} keys deleted`);
+      });
+    });
 
   program
     .command('clean')

@@ -50,7 +50,9 @@ export type ScriptName =
   | 'reschedule'
   | 'reprioritize'
   | 'update_data'
-  | 'log';
+  | 'log'
+  | 'drain'
+  | 'obliterate';
 
 /** protocol/ sits beside src/ and dist/ alike. */
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'protocol');

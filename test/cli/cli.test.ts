@@ -405,6 +405,28 @@ describe('retry, cancel, remove, pause, resume, clean, enqueue', CHILD_PROCESSES
     expect((await cli(['logs', q.name, 'JOBnope'])).code).toBe(2);
   });
 
+  it('drain and obliterate ask first (refusing without --yes off a terminal), then empty the queue', async () => {
+    const q = newQueue();
+    await q.enqueueMany(Array.from({ length: 30 }, (_, i) => ({ data: i })));
+    await q.enqueueIn({}, 60_000);
+    const asked = await cli(['drain', q.name]);
+    expect(asked.code).toBe(1);
+    expect(asked.stderr).toContain(`Delete the 30 waiting jobs of queue ${q.name}? Pass --yes to confirm`);
+    expect((await q.counts()).pending).toBe(30);
+    const drained = await cli(['drain', q.name, '--yes', '--batch', '10']);
+    expect(drained.code).toBe(0);
+    expect(drained.stdout).toContain(`deleted 30 waiting jobs of queue ${q.name}`);
+    expect(drained.stderr).toContain(`draining ${q.name} 30/30 (100%)`);
+    expect(await q.counts()).toMatchObject({ pending: 0, scheduled: 1 });
+
+    expect((await cli(['obliterate', q.name])).code).toBe(1);
+    const gone = await cli(['--json', 'obliterate', q.name, '-y', '--batch', '5']);
+    expect(gone.code).toBe(0);
+    expect(JSON.parse(gone.stdout)).toMatchObject({ queue: q.name });
+    expect(await raw.keys(`${q.keys.prefix}*`)).toEqual([]);
+    expect((await cli(['obliterate', q.name, '--yes'])).code).toBe(2); // no such queue any more
+  });
+
   it('retry --all-dead of 1,200 dead jobs, piped, prints a plain progress line per batch of 500', async () => {
     const q = newQueue();
     await deadJobs(q, 1200);

@@ -1,0 +1,84 @@
+// Emptying a queue: drain deletes the waiting jobs (pending and every lane, scheduled ones too
+// when asked), obliterate deletes every key of the queue. Both go in bounded batches, one script
+// call each, so Redis is never blocked for long, and report progress after every batch.
+import { wholeNumber } from './core/check.js';
+import { EchoMQError, optionsObject } from './core/errors.js';
+import type { Queue } from './queue.js';
+
+export interface DrainOptions {
+  /** Also delete scheduled jobs (delayed ones, retries in backoff). Default false. */
+  scheduled?: boolean;
+  /** Jobs per script call (1-100,000). Default 1000. */
+  batch?: number;
+  /** Called after every batch with the jobs deleted so far. */
+  onProgress?: (progress: { deleted: number }) => void;
+}
+
+export interface ObliterateOptions {
+  /** Go on while jobs are active (their consumers then find their jobs gone). Default false. */
+  force?: boolean;
+  /** Keys looked at per script call (SCAN COUNT, 1-100,000). Default 1000. */
+  batch?: number;
+  /** Called after every batch: keys deleted so far, of about `total` (the job count at the start). */
+  onProgress?: (progress: { deleted: number; total: number }) => void;
+}
+
+/** The options when every key is known and onProgress, if given, is a function. */
+function known<T extends { onProgress?: unknown }>(opts: T, what: string, keys: readonly string[]): T {
+  for (const key of Object.keys(opts)) {
+    if (!keys.includes(key)) {
+      throw new EchoMQError('EMQINPUT', `unknown ${what} option "${key}"; known: ${keys.join(', ')}`);
+    }
+  }
+  if (opts.onProgress !== undefined && typeof opts.onProgress !== 'function') {
+    throw new EchoMQError('EMQINPUT', `${what} onProgress must be a function`);
+  }
+  return opts;
+}
+
+/** Deletes every waiting job; resolves with how many were deleted. */
+export async function drain(q: Queue<unknown, unknown>, options?: DrainOptions): Promise<number> {
+  const opts = known(optionsObject(options, 'drain options'), 'drain', ['scheduled', 'batch', 'onProgress']);
+  if (opts.scheduled !== undefined && typeof opts.scheduled !== 'boolean') {
+    throw new EchoMQError('EMQINPUT', 'drain scheduled must be true or false');
+  }
+  const batch = wholeNumber(opts.batch ?? 1000, 'batch', 1, 100_000);
+  let deleted = 0;
+  for (;;) {
+    const [n, more] = (await q.run('drain', [q.keys.prefix, batch, opts.scheduled ? '1' : '0'])) as number[];
+    deleted += n!;
+    opts.onProgress?.({ deleted });
+    if (more === 0) return deleted;
+  }
+}
+
+/**
+ * Deletes every key of the queue (jobs, logs, lanes, schedulers, events, settings). EMQSTATE
+ * while jobs are active, unless `force`. Resolves with how many keys were deleted.
+ */
+export async function obliterate(q: Queue<unknown, unknown>, options?: ObliterateOptions): Promise<number> {
+  const opts = known(optionsObject(options, 'obliterate options'), 'obliterate', [
+    'force',
+    'batch',
+    'onProgress',
+  ]);
+  if (opts.force !== undefined && typeof opts.force !== 'boolean') {
+    throw new EchoMQError('EMQINPUT', 'obliterate force must be true or false');
+  }
+  const batch = wholeNumber(opts.batch ?? 1000, 'batch', 1, 100_000);
+  const counts = await q.counts();
+  const total = Object.values(counts).reduce((a, b) => a + b, 0);
+  let deleted = 0;
+  let cursor = '0';
+  do {
+    const [n, next] = (await q.run('obliterate', [q.keys.prefix, cursor, batch, opts.force ? '1' : '0'])) as [
+      number,
+      string,
+    ];
+    deleted += n;
+    cursor = next;
+    opts.onProgress?.({ deleted, total: Math.max(total, deleted) });
+  } while (cursor !== '0');
+  await q.connector.client.srem('emq:queues', q.name);
+  return deleted;
+}
