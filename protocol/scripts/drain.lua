@@ -8,6 +8,34 @@
 -- ERRORS: none beyond EMQINPUT
 -- EVENTS: cleaned (id '', state 'pending' or 'scheduled', count) per state it deleted jobs of;
 --   a flow parent's event for a drained child (lib/flow.lua, as remove tells it)
+-- >>> lib/rows.lua
+-- Bad data: a row field that a script computes with (a number) or dispatches on (the state),
+-- holding what no script writes (a hand edit, a foreign tool, a half-migrated store). Every
+-- script checks the fields it relies on before its first write to the row, so a malformed
+-- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
+-- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
+-- checks admit for prio and max, and what tonumber reads exactly.
+local function whole_text(v)
+  return not v or (#v <= 17 and string.find(v, '^%-?%d+$') ~= nil)
+end
+
+-- True when `v` is absent or an integer as Redis writes one (what HINCRBY takes: no leading
+-- zero, no '-0'), for the counters the scripts HINCRBY: attempts in handback, stalled, children.
+local function counter_text(v)
+  return not v or v == '0' or (#v <= 17 and string.find(v, '^%-?[1-9]%d*$') ~= nil)
+end
+
+-- The first of `fields` (name, position in `row`, check triples) whose value fails its check:
+-- its name and value, or nil when the row's numbers are sound.
+local function bad_number(row, fields)
+  for i = 1, #fields, 3 do
+    local v = row[fields[i + 1]]
+    if not fields[i + 2](v) then return fields[i], v end
+  end
+  return nil
+end
+-- <<< lib/rows.lua
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -86,8 +114,13 @@ local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
   local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
   if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
   if mode == 'debounce' then
-    -- Started (running, ended, or waiting to be retried): the new job is a job of its own.
-    if (state ~= 'scheduled' and state ~= 'pending') or tonumber(row[4] or '0') > 0 then return nil end
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own. So
+    -- is one whose attempts or prio is malformed: it is not touched here (the script that
+    -- next moves it dead-letters it), and the new job takes the lock.
+    if (state ~= 'scheduled' and state ~= 'pending') or bad_number(row, { 'attempts', 4, whole_text, 'prio', 3, whole_text })
+        or tonumber(row[4] or '0') > 0 then
+      return nil
+    end
     if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
     else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
     redis.call('HSET', jk, 'payload', payload)
@@ -137,17 +170,20 @@ end
 -- counts down; at zero the parent is released to claimable work (event waiting). A child
 -- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
 -- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
--- when it only counts down. A parent that is no longer waiting ignores its children.
+-- when it only counts down. A parent that is no longer waiting ignores its children. A parent
+-- whose children or prio is not a whole number (lib/rows.lua) cannot count down or be
+-- released: it fails as with a failed child, its error EMQDATA naming the field.
 -- True when claimable work went from none to some (the caller wakes parked consumers).
 --   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
 local function child_ended(p, K, parent, id, outcome, result, now, emax)
   local ok = outcome == 'completed'
   while parent do
     local pk = p .. 'job:' .. parent
-    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent')
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent', 'children')
     if row[1] ~= 'waiting_children' then return false end
-    if ok then redis.call('HSET', pk .. ':results', id, result) end
-    if ok or row[2] == '1' then
+    local field = bad_number(row, { 'children', 6, counter_text, 'prio', 4, whole_text })
+    if ok and not field then redis.call('HSET', pk .. ':results', id, result) end
+    if (ok or row[2] == '1') and not field then
       if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
       redis.call('ZREM', p .. 'waiting_children', parent)
       redis.call('HSET', pk, 'state', 'pending')
@@ -156,11 +192,18 @@ local function child_ended(p, K, parent, id, outcome, result, now, emax)
       return woke
     end
     redis.call('ZREM', p .. 'waiting_children', parent)
-    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error',
-      'child ' .. id .. ' failed (' .. outcome .. ')')
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error', field and
+      ('EMQDATA job ' .. parent .. ': its field ' .. field .. ' is not a whole number; it was dead-lettered '
+        .. 'when its child ' .. id .. ' ended: correct or remove the field, then retry the job')
+      or ('child ' .. id .. ' failed (' .. outcome .. ')'))
     redis.call('ZADD', p .. 'dead', now, parent)
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
-      'child', id)
+    if field then
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'data',
+        'field', field, 'child', id)
+    else
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+        'child', id)
+    end
     id, parent, ok, outcome = parent, row[5], false, 'dead'
   end
   return false
