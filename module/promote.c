@@ -2,12 +2,13 @@
  * selects the due members and checks every key the release will touch, then one write pass that
  * makes the script's calls in the script's order (so keys, replies and events are the same).
  *
- *   EMQ.PROMOTE 6 schedule pending events wake meta ring prefix batch [mode]
+ *   EMQ.PROMOTE 6 schedule pending events wake meta ring prefix batch [mode [elapsed_ms]]
  *   (mode 'next': [count, now_ms, next_due_ms, handoffs], as the script replies)
- *   EMQ.PROMOTE 2 schedule pending prefix batch [mode]      (the seeds' form; the rest by prefix)
+ *   EMQ.PROMOTE 2 schedule pending prefix batch [mode [elapsed_ms]]   (the seeds' form; the rest by prefix)
  */
 #include "promote.h"
 #include "quarantine.h"
+#include "jump.h"
 #include "recurrence.h"
 
 static const char *const KEYS[] = {"schedule", "pending", "events", "wake", "meta", "ring"};
@@ -21,9 +22,10 @@ static long long batch_of(Sweep *s) {
 
 /* The script's own ARGV check, with its message. */
 static int argv_ok(Sweep *s) {
-  long long b;
-  if (s->argc >= 2 && parse_whole(str_of(s->argv[1]), 1, &b)) return 1;
-  return refuse(s, "EMQINPUT promote takes prefix batch [mode]; batch a whole number >= 1");
+  long long b, e;
+  if (s->argc >= 2 && parse_whole(str_of(s->argv[1]), 1, &b) && (s->argc < 4 || parse_whole(str_of(s->argv[3]), 0, &e)))
+    return 1;
+  return refuse(s, "EMQINPUT promote takes prefix batch [mode [elapsed_ms]]; batch a whole number >= 1, elapsed_ms >= 0");
 }
 
 static const char *const ROW[] = {"state", "group", "prio", NULL};
@@ -43,6 +45,7 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   /* ── read pass: one clock reading, the due members, the types of what they will touch ── */
   s->now = clock_now_ms();
   if (!expect_type(s, s->key[SCHEDULE], REDISMODULE_KEYTYPE_ZSET)) return REDISMODULE_OK;
+  if (!expect_type(s, s->key[META], REDISMODULE_KEYTYPE_HASH)) return REDISMODULE_OK;
   RedisModuleCallReply *due = due_members(s, s->key[SCHEDULE], batch_of(s));
   if (!due || RedisModule_CallReplyType(due) != REDISMODULE_REPLY_ARRAY)
     return refuse(s, "ERR the schedule could not be read"), REDISMODULE_OK;
@@ -81,6 +84,21 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return REDISMODULE_OK;
   }
   long long pending_card = flat ? (long long)key_length(s, K.pending) : 0;
+
+  /* ── a jump of the clock moves the schedule first (lib/jump.lua; ahead is one only against
+   * the caller's elapsed_ms). The members it moves only ever leave the due ones, so the read
+   * pass above checked what remains: the first of them, in the same order. ── */
+  long long elapsed = -1;
+  if (s->argc >= 4) parse_whole(str_of(s->argv[3]), 0, &elapsed);
+  if (clock_follow(s, s->key[META], "clock_schedule", elapsed, s->key[SCHEDULE]) != 0 && !s->failure) {
+    due = due_members(s, s->key[SCHEDULE], batch_of(s));
+    n = due && RedisModule_CallReplyType(due) == REDISMODULE_REPLY_ARRAY ? RedisModule_CallReplyLength(due) : 0;
+  }
+  if (s->failure) {
+    RedisModule_Free(jks);
+    RedisModule_Free(rows);
+    return reply_failure(s), REDISMODULE_OK;
+  }
 
   /* ── write pass: the script's loop ── */
   int woke = 0;

@@ -2,10 +2,11 @@
  * clock reading, a read pass that selects the expired leases and checks every key their recovery
  * will touch, then one write pass making the script's calls in the script's order.
  *
- *   EMQ.STALLED.CHECK 8 active pending dead events wake meta ring cancelled prefix max_stalled batch
- *   EMQ.STALLED.CHECK 3 active pending dead prefix max_stalled batch   (the seeds' form)
+ *   EMQ.STALLED.CHECK 8 active pending dead events wake meta ring cancelled prefix max_stalled batch [expected_ms]
+ *   EMQ.STALLED.CHECK 3 active pending dead prefix max_stalled batch [expected_ms]   (the seeds' form)
  */
 #include "flow.h"
+#include "jump.h"
 #include "sweep_stalled.h"
 #include "quarantine.h"
 
@@ -16,10 +17,12 @@ enum { ACTIVE, PENDING, DEAD, EVENTS, WAKE, META, RING, CANCELLED, NKEYS };
 
 /* The script's own ARGV check, with its message. */
 static int argv_ok(Sweep *s) {
-  long long a, b;
-  if (s->argc >= 3 && parse_whole(str_of(s->argv[1]), 0, &a) && parse_whole(str_of(s->argv[2]), 1, &b))
+  long long a, b, c;
+  if (s->argc >= 3 && parse_whole(str_of(s->argv[1]), 0, &a) && parse_whole(str_of(s->argv[2]), 1, &b) &&
+      (s->argc < 4 || parse_whole(str_of(s->argv[3]), 0, &c)))
     return 1;
-  return refuse(s, "EMQINPUT sweep_stalled takes prefix max_stalled batch: whole numbers >= 0 and >= 1");
+  return refuse(s,
+                "EMQINPUT sweep_stalled takes prefix max_stalled batch [expected_ms]: whole numbers >= 0, >= 1 and >= 0");
 }
 
 static const char *const ROW[] = {"state", "group", "prio", "cancel", "dedupe", "parent", "stalled", NULL};
@@ -106,6 +109,23 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return REDISMODULE_OK;
   }
   long long pending_card = (long long)key_length(s, K.pending);
+
+  /* ── a jump of the clock moves the live leases first (lib/jump.lua; back, the lanes waiting
+   * out a rate window too). The leases it moves only ever leave the expired ones, so the read
+   * pass above checked what remains: the first of them, in the same order. ── */
+  long long expected = 1000;
+  if (s->argc >= 4) parse_whole(str_of(s->argv[3]), 0, &expected);
+  long long jump = clock_follow(s, s->key[META], "clock_lease", expected, s->key[ACTIVE]);
+  if (jump < 0 && !s->failure) jump_after_now(s, key3(s, cstr("lanes:limited"), cstr(""), cstr("")), jump);
+  if (jump != 0 && !s->failure) {
+    expired = due_members(s, s->key[ACTIVE], batch);
+    n = expired && RedisModule_CallReplyType(expired) == REDISMODULE_REPLY_ARRAY ? RedisModule_CallReplyLength(expired) : 0;
+  }
+  if (s->failure) {
+    RedisModule_Free(jks);
+    RedisModule_Free(rows);
+    return reply_failure(s), REDISMODULE_OK;
+  }
 
   /* ── write pass: lib/recover.lua's loop ── */
   char limit_text[32];

@@ -702,31 +702,44 @@ export class Queue<D = unknown, R = unknown> {
     return (await this.run('promote', [this.keys.prefix, wholeNumber(batch, 'batch', 1)])) as number;
   }
 
-  /** Like promote, and also tells the server's now and the next due instant (-1: none). */
-  async promoteNext(batch = 100): Promise<{ count: number; now: number; nextDue: number; handoffs: number }> {
-    const [count, now, nextDue, handoffs] = (await this.run('promote', [
-      this.keys.prefix,
-      wholeNumber(batch, 'batch', 1),
-      'next',
-    ])) as number[];
+  /**
+   * Like promote, and also tells the server's now and the next due instant (-1: none).
+   * `elapsedMs`: how long the caller lived since its own previous promote (a monotonic clock);
+   * the server clock running further ahead is a forward step, and the schedule moves by it.
+   */
+  async promoteNext(
+    batch = 100,
+    elapsedMs?: number,
+  ): Promise<{ count: number; now: number; nextDue: number; handoffs: number }> {
+    const argv: (string | number)[] = [this.keys.prefix, wholeNumber(batch, 'batch', 1), 'next'];
+    if (elapsedMs !== undefined) argv.push(wholeNumber(Math.ceil(elapsedMs), 'elapsedMs', 0));
+    const [count, now, nextDue, handoffs] = (await this.run('promote', argv)) as number[];
     return { count: count!, now: now!, nextDue: nextDue!, handoffs: handoffs ?? 0 };
   }
 
-  /** Returns jobs whose lease expired to pending; resolves with their ids. */
-  async reap(batch = 100): Promise<string[]> {
-    return (await this.run('reap', [this.keys.prefix, wholeNumber(batch, 'batch', 1)])) as string[];
+  /**
+   * Returns jobs whose lease expired to pending; resolves with their ids. `expectedMs`: the
+   * longest gap the caller expects between recovery passes (default 1000): a longer one is a
+   * server pause or clock step, and leases still live before it are not recovered for it.
+   */
+  async reap(batch = 100, expectedMs?: number): Promise<string[]> {
+    const argv: (string | number)[] = [this.keys.prefix, wholeNumber(batch, 'batch', 1)];
+    if (expectedMs !== undefined) argv.push(wholeNumber(expectedMs, 'expectedMs', 0));
+    return (await this.run('reap', argv)) as string[];
   }
 
   /** The count-thresholded stalled check: recover expired leases, dead-letter repeat stallers. */
   async sweepStalled(
-    options: { maxStalled?: number; batch?: number } = {},
+    options: { maxStalled?: number; batch?: number; expectedMs?: number } = {},
   ): Promise<{ recovered: string[]; dead: string[] }> {
     const opts = optionsObject(options, 'sweepStalled options');
-    const [recovered, dead] = (await this.run('sweep_stalled', [
+    const argv: (string | number)[] = [
       this.keys.prefix,
       wholeNumber(opts.maxStalled ?? 1, 'maxStalled', 0),
       wholeNumber(opts.batch ?? 100, 'batch', 1),
-    ])) as string[][];
+    ];
+    if (opts.expectedMs !== undefined) argv.push(wholeNumber(opts.expectedMs, 'expectedMs', 0));
+    const [recovered, dead] = (await this.run('sweep_stalled', argv)) as string[][];
     return { recovered: recovered!, dead: dead! };
   }
 }

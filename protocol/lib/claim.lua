@@ -22,6 +22,14 @@
 -- read in the same atomic call as the wake id, so a consumer that parks after that id has
 -- seen every 'w s' written before it.
 local SKIP_MAX = 1000
+-- A rate log's entries stamped after now were written before the server clock stepped back:
+-- they count from now, so the window reopens rate_ms from now and not the step later (SPEC 2.1).
+local function rate_settle(log, now)
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', log, '(' .. now, '+inf')) do
+    redis.call('ZADD', log, now, member)
+  end
+end
+
 local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max', 4, whole_text }
 local function claim(p, K, n, lease, now, now_us, emax)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
@@ -34,6 +42,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
   if rate_max > 0 and not paused then
     local limiter = p .. 'limiter'
     redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
+    rate_settle(limiter, now)
     local room = rate_max - redis.call('ZCARD', limiter)
     if room < n then n = math.max(room, 0) end
   end
@@ -94,6 +103,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
       local max, per = string.match(spec, '^(%d+):(%d+)$')
       max, per = tonumber(max), tonumber(per)
       redis.call('ZREMRANGEBYSCORE', lane_log, '-inf', now - per)
+      rate_settle(lane_log, now)
       if redis.call('ZCARD', lane_log) >= max then
         local oldest = redis.call('ZRANGE', lane_log, 0, 0, 'WITHSCORES')
         redis.call('ZADD', limited, tonumber(oldest[2]) + per + 1, group)

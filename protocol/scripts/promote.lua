@@ -1,8 +1,11 @@
 -- promote: release every due scheduled job to pending (or its lane), on the server clock.
 -- KEYS: schedule pending events wake meta ring
--- ARGV: prefix batch [mode]
+-- ARGV: prefix batch [mode [elapsed_ms]]
 --   prefix: the queue base root 'emq:{<queue>}:'; batch: at most this many members per call;
---   mode 'next': reply with the clock and the next due instant too (a consumer's timer)
+--   mode 'next': reply with the clock and the next due instant too (a consumer's timer), ''
+--   for the plain reply; elapsed_ms: how long the caller lived since its own previous promote
+--   (its monotonic clock). The server clock running ahead of it by more than that is a
+--   forward jump; back is one always (SPEC 2.1): the jobs due inside it move by it first
 -- REPLY: the number of due members selected, ghosts included (the seeds' reply); with mode
 --   'next': {count, now_ms, next_due_ms or -1 when nothing is scheduled, handoffs}: handoffs
 --   counts the released scheduler occurrences left to a runtime's hand-off (cron), so a
@@ -438,6 +441,30 @@ local function repeat_follow(p, K, id, now, emax)
   repeat_make(p, K.schedule, K.events, K.wake, name, rec, repeat_next(every, rec[3], at, now), now, emax)
 end
 -- <<< lib/recurrence.lua
+-- >>> lib/jump.lua
+-- Jumps of the server clock (SPEC section 2.1). A sweep keeps the last instant it read in a
+-- meta field and compares. Back (now < seen): the clock was stepped back by seen - now. Ahead
+-- by more than the caller's `expected` gap: the clock was stepped forward, or the server was
+-- paused (SIGSTOP, a long command, DEBUG SLEEP) and nobody could call meanwhile. Either way
+-- the members of `zset` still ahead at the last sweep move by the jump before the sweep
+-- compares them with now: what was n ms ahead then is n ms ahead now (give or take the
+-- expected gap), so a step is not felt and a pause does not count against a lease.
+-- Jumps under JUMP_MIN_MS are noise (a slow reply, NTP's small corrections) and ignored.
+-- Returns the jump in ms (negative: back; 0: none).
+local JUMP_MIN_MS = 500
+local function clock_follow(meta, field, now, expected, zset)
+  local seen = tonumber(redis.call('HGET', meta, field) or '')
+  local jump = 0
+  if seen and now - seen < -JUMP_MIN_MS then jump = now - seen
+  elseif seen and expected and now - seen - expected > JUMP_MIN_MS then jump = now - seen - expected end
+  if jump ~= 0 then
+    local m = redis.call('ZRANGEBYSCORE', zset, '(' .. seen, '+inf', 'WITHSCORES')
+    for i = 1, #m, 2 do redis.call('ZADD', zset, tonumber(m[i + 1]) + jump, m[i]) end
+  end
+  redis.call('HSET', meta, field, now)
+  return jump
+end
+-- <<< lib/jump.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -455,13 +482,14 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
-if not ARGV[1] or not whole(ARGV[2], 1) then
-  return refuse('promote', 'prefix batch [mode]; batch a whole number >= 1')
+if not ARGV[1] or not whole(ARGV[2], 1) or (ARGV[4] and not whole(ARGV[4], 0)) then
+  return refuse('promote', 'prefix batch [mode [elapsed_ms]]; batch a whole number >= 1, elapsed_ms >= 0')
 end
 local p = ARGV[1]
 local K = { schedule = KEYS[1], pending = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5], ring = KEYS[6] }
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+clock_follow(K.meta, 'clock_schedule', now, tonumber(ARGV[4] or ''), K.schedule)
 local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
 local woke, handoffs = false, 0

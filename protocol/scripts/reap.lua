@@ -1,6 +1,9 @@
 -- reap: return expired leases to claimable work, on the server clock (the default recovery).
 -- KEYS: active pending events wake meta ring dead cancelled
--- ARGV: prefix batch
+-- ARGV: prefix batch [expected_ms]
+--   expected_ms: the longest gap the caller expects between two recovery passes (its beat),
+--   default 1000; a longer one, or a clock that went back, is a jump (SPEC 2.1): the leases
+--   still live at the last pass move by it before anything is recovered
 -- REPLY: the ids returned to pending (or their lanes); ghosts leave active unlisted, and a
 --   job whose cancel was requested ends cancelled (unlisted); a row not active goes to its
 --   state's set when that lacks it; stalled or prio not a whole number: dead-lettered as
@@ -316,6 +319,30 @@ local function recover(p, K, batch, now, emax, max_stalled)
   return recovered, dead
 end
 -- <<< lib/recover.lua
+-- >>> lib/jump.lua
+-- Jumps of the server clock (SPEC section 2.1). A sweep keeps the last instant it read in a
+-- meta field and compares. Back (now < seen): the clock was stepped back by seen - now. Ahead
+-- by more than the caller's `expected` gap: the clock was stepped forward, or the server was
+-- paused (SIGSTOP, a long command, DEBUG SLEEP) and nobody could call meanwhile. Either way
+-- the members of `zset` still ahead at the last sweep move by the jump before the sweep
+-- compares them with now: what was n ms ahead then is n ms ahead now (give or take the
+-- expected gap), so a step is not felt and a pause does not count against a lease.
+-- Jumps under JUMP_MIN_MS are noise (a slow reply, NTP's small corrections) and ignored.
+-- Returns the jump in ms (negative: back; 0: none).
+local JUMP_MIN_MS = 500
+local function clock_follow(meta, field, now, expected, zset)
+  local seen = tonumber(redis.call('HGET', meta, field) or '')
+  local jump = 0
+  if seen and now - seen < -JUMP_MIN_MS then jump = now - seen
+  elseif seen and expected and now - seen - expected > JUMP_MIN_MS then jump = now - seen - expected end
+  if jump ~= 0 then
+    local m = redis.call('ZRANGEBYSCORE', zset, '(' .. seen, '+inf', 'WITHSCORES')
+    for i = 1, #m, 2 do redis.call('ZADD', zset, tonumber(m[i + 1]) + jump, m[i]) end
+  end
+  redis.call('HSET', meta, field, now)
+  return jump
+end
+-- <<< lib/jump.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -333,11 +360,21 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
-if not ARGV[1] or not whole(ARGV[2], 1) then return refuse('reap', 'prefix batch; batch a whole number >= 1') end
+if not ARGV[1] or not whole(ARGV[2], 1) or (ARGV[3] and not whole(ARGV[3], 0)) then
+  return refuse('reap', 'prefix batch [expected_ms]; batch a whole number >= 1, expected_ms >= 0')
+end
 local K = { active = KEYS[1], pending = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
   ring = KEYS[6], dead = KEYS[7], cancelled = KEYS[8] }
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local jump = clock_follow(K.meta, 'clock_lease', now, tonumber(ARGV[3] or '1000'), K.active)
+-- Back: lanes waiting out a rate window reopen when they would have (claim looks again).
+if jump < 0 then
+  local limited = ARGV[1] .. 'lanes:limited'
+  for _, group in ipairs(redis.call('ZRANGEBYSCORE', limited, '(' .. now, '+inf')) do
+    redis.call('ZINCRBY', limited, jump, group)
+  end
+end
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
 local recovered = recover(ARGV[1], K, tonumber(ARGV[2]), now, emax, nil)
 return recovered

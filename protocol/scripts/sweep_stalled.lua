@@ -1,7 +1,8 @@
 -- sweep_stalled: the count-thresholded stalled check: recover expired leases, counting each
 -- recovery on the row, and dead-letter a job once its count passes max_stalled.
 -- KEYS: active pending dead events wake meta ring cancelled
--- ARGV: prefix max_stalled batch
+-- ARGV: prefix max_stalled batch [expected_ms]
+--   expected_ms: as reap's (default 1000): a jump of the clock moves the live leases first
 -- REPLY: {{recovered ids}, {dead ids}}
 -- ERRORS: none
 -- EVENTS: stalled (id) per recovered job; failed (id, reason stalled) per dead one;
@@ -316,6 +317,30 @@ local function recover(p, K, batch, now, emax, max_stalled)
   return recovered, dead
 end
 -- <<< lib/recover.lua
+-- >>> lib/jump.lua
+-- Jumps of the server clock (SPEC section 2.1). A sweep keeps the last instant it read in a
+-- meta field and compares. Back (now < seen): the clock was stepped back by seen - now. Ahead
+-- by more than the caller's `expected` gap: the clock was stepped forward, or the server was
+-- paused (SIGSTOP, a long command, DEBUG SLEEP) and nobody could call meanwhile. Either way
+-- the members of `zset` still ahead at the last sweep move by the jump before the sweep
+-- compares them with now: what was n ms ahead then is n ms ahead now (give or take the
+-- expected gap), so a step is not felt and a pause does not count against a lease.
+-- Jumps under JUMP_MIN_MS are noise (a slow reply, NTP's small corrections) and ignored.
+-- Returns the jump in ms (negative: back; 0: none).
+local JUMP_MIN_MS = 500
+local function clock_follow(meta, field, now, expected, zset)
+  local seen = tonumber(redis.call('HGET', meta, field) or '')
+  local jump = 0
+  if seen and now - seen < -JUMP_MIN_MS then jump = now - seen
+  elseif seen and expected and now - seen - expected > JUMP_MIN_MS then jump = now - seen - expected end
+  if jump ~= 0 then
+    local m = redis.call('ZRANGEBYSCORE', zset, '(' .. seen, '+inf', 'WITHSCORES')
+    for i = 1, #m, 2 do redis.call('ZADD', zset, tonumber(m[i + 1]) + jump, m[i]) end
+  end
+  redis.call('HSET', meta, field, now)
+  return jump
+end
+-- <<< lib/jump.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -333,13 +358,21 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
-if not ARGV[1] or not whole(ARGV[2], 0) or not whole(ARGV[3], 1) then
-  return refuse('sweep_stalled', 'prefix max_stalled batch: whole numbers >= 0 and >= 1')
+if not ARGV[1] or not whole(ARGV[2], 0) or not whole(ARGV[3], 1) or (ARGV[4] and not whole(ARGV[4], 0)) then
+  return refuse('sweep_stalled', 'prefix max_stalled batch [expected_ms]: whole numbers >= 0, >= 1 and >= 0')
 end
 local K = { active = KEYS[1], pending = KEYS[2], dead = KEYS[3], events = KEYS[4], wake = KEYS[5],
   meta = KEYS[6], ring = KEYS[7], cancelled = KEYS[8] }
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local jump = clock_follow(K.meta, 'clock_lease', now, tonumber(ARGV[4] or '1000'), K.active)
+-- Back: lanes waiting out a rate window reopen when they would have (claim looks again).
+if jump < 0 then
+  local limited = ARGV[1] .. 'lanes:limited'
+  for _, group in ipairs(redis.call('ZRANGEBYSCORE', limited, '(' .. now, '+inf')) do
+    redis.call('ZINCRBY', limited, jump, group)
+  end
+end
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
 local recovered, dead = recover(ARGV[1], K, tonumber(ARGV[3]), now, emax, tonumber(ARGV[2]))
 return { recovered, dead }

@@ -375,9 +375,14 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private async recover(): Promise<void> {
     const now = performance.now();
     if (now - this.lastRecoverAt < this.beatMs) return;
-    if (this.recovery === 'reap') await this.queue.reap(this.promoteBatch);
+    // The beat is the gap this consumer leaves between passes: a longer one is a jump (SPEC 2.1).
+    if (this.recovery === 'reap') await this.queue.reap(this.promoteBatch, this.beatMs);
     else if (this.recovery === 'stalled') {
-      await this.queue.sweepStalled({ maxStalled: this.maxStalled, batch: this.promoteBatch });
+      await this.queue.sweepStalled({
+        maxStalled: this.maxStalled,
+        batch: this.promoteBatch,
+        expectedMs: this.beatMs,
+      });
     }
     await this.queue.run('heartbeat', [
       this.queue.keys.prefix,
@@ -402,9 +407,12 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.promoting = false;
     if (!this.scheduleMoved && at < this.scheduleHeadAt && at - this.lastPromoteAt < this.beatMs) return;
     this.scheduleMoved = false;
+    // How long this consumer lived since its previous promote: the server clock running
+    // further ahead than that was stepped, and the schedule moves by the step (SPEC 2.1).
+    const elapsed = Number.isFinite(this.lastPromoteAt) ? at - this.lastPromoteAt : undefined;
     this.lastPromoteAt = at;
     this.promoting = true; // set before the first await: loop() reads it to pipeline a claim
-    const { count, now, nextDue, handoffs } = await this.queue.promoteNext(this.promoteBatch);
+    const { count, now, nextDue, handoffs } = await this.queue.promoteNext(this.promoteBatch, elapsed);
     // A cron occurrence was released: its next one is this runtime's to make, now (a 'w r' for
     // its scheduler may have gone unseen, so the leg's own timer cannot be trusted to know).
     if (handoffs > 0) this.recurrenceMoved = true;

@@ -12,6 +12,8 @@ export { freePort };
 export interface RedisServerOptions {
   /** Extra `--flag value` pairs for redis-server, e.g. ['--appendonly', 'yes']. */
   args?: string[];
+  /** Extra environment for the process (e.g. an LD_PRELOAD, test/support/clock-shim.ts). */
+  env?: Record<string, string>;
 }
 
 // Servers this process started die with it, even when a test file ends without its
@@ -28,12 +30,13 @@ export class RedisServer {
   private constructor(
     readonly port: number,
     private readonly args: string[],
+    private readonly env: Record<string, string> = {},
   ) {
     this.dir = mkdtempSync(join(tmpdir(), 'echomq-redis-'));
   }
 
   static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
-    const server = new RedisServer(await freePort(), opts.args ?? []);
+    const server = new RedisServer(await freePort(), opts.args ?? [], opts.env);
     await server.boot();
     return server;
   }
@@ -63,7 +66,7 @@ export class RedisServer {
         'no',
         ...this.args,
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...this.env } },
     );
     this.child = child;
     running.add(child);
@@ -102,6 +105,15 @@ export class RedisServer {
       child.kill(signal);
     });
     this.child = null;
+  }
+
+  /** SIGSTOP the server (a pause: it keeps its sockets, answers nothing) until `resume`. */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.child?.kill('SIGCONT');
   }
 
   /** Start again on the same port and directory (data survives only with persistence flags). */
