@@ -3,7 +3,7 @@
 // SIGSTOP for longer than the leases. Healthy holders keep their jobs (none runs twice), delayed
 // jobs do not run early, and nothing stalls for the size of a backward step.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer.js';
+import type { Consumer } from '../src/consumer/consumer.js';
 import { EchoMQ } from '../src/echomq.js';
 import { type ServerClock as Clock, clockShim, ServerClock } from './support/clock-shim.js';
 import { uniqueQueue } from './support/harness.js';
