@@ -371,17 +371,26 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     else if (this.parked === 'block') this.rearmBlock?.(0);
   }
 
+  /**
+   * A memory engine's clock moves forward on purpose (mq.clock, echomq/testing): that is time
+   * that passed, so this consumer reports no gap that would make it a step (SPEC 2.1).
+   */
+  private get movedOnPurpose(): boolean {
+    return this.queue.connector.memory !== undefined;
+  }
+
   /** Recovery per the `recovery` option, and the heartbeat that lists this consumer in tools. */
   private async recover(): Promise<void> {
     const now = performance.now();
     if (now - this.lastRecoverAt < this.beatMs) return;
     // The beat is the gap this consumer leaves between passes: a longer one is a jump (SPEC 2.1).
-    if (this.recovery === 'reap') await this.queue.reap(this.promoteBatch, this.beatMs);
+    const expectedMs = this.movedOnPurpose ? Number.MAX_SAFE_INTEGER : this.beatMs;
+    if (this.recovery === 'reap') await this.queue.reap(this.promoteBatch, expectedMs);
     else if (this.recovery === 'stalled') {
       await this.queue.sweepStalled({
         maxStalled: this.maxStalled,
         batch: this.promoteBatch,
-        expectedMs: this.beatMs,
+        expectedMs,
       });
     }
     await this.queue.run('heartbeat', [
@@ -409,7 +418,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.scheduleMoved = false;
     // How long this consumer lived since its previous promote: the server clock running
     // further ahead than that was stepped, and the schedule moves by the step (SPEC 2.1).
-    const elapsed = Number.isFinite(this.lastPromoteAt) ? at - this.lastPromoteAt : undefined;
+    const elapsed =
+      Number.isFinite(this.lastPromoteAt) && !this.movedOnPurpose ? at - this.lastPromoteAt : undefined;
     this.lastPromoteAt = at;
     this.promoting = true; // set before the first await: loop() reads it to pipeline a claim
     const { count, now, nextDue, handoffs } = await this.queue.promoteNext(this.promoteBatch, elapsed);
