@@ -91,6 +91,12 @@ export interface QueueSettings {
   };
   /** Approximate cap of the events stream. Default 10,000 entries. */
   eventsMaxLen?: number;
+  /**
+   * The idempotency window in ms: an ended job's id stays known this long after it ended, also
+   * once retention or clean deleted its row, so enqueueing that id again is `duplicate`.
+   * 0 keeps no ids. Default 86,400,000 (a day).
+   */
+  idempotencyMs?: number;
 }
 
 export interface CleanOptions {
@@ -609,6 +615,7 @@ export class Queue<D = unknown, R = unknown> {
     set('keep_dead', r?.dead?.count, 'retention.dead.count', 0);
     set('keep_dead_ms', r?.dead?.ageMs, 'retention.dead.ageMs', -1);
     set('events_max', settings.eventsMaxLen, 'eventsMaxLen', 1);
+    set('keep_ids_ms', settings.idempotencyMs, 'idempotencyMs', 0);
     if (argv.length > 0) await this.run('configure', argv);
   }
 

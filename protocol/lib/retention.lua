@@ -1,21 +1,26 @@
 -- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
 -- deleting their rows (and a parent's P job:<id>:results, a job's P job:<id>:logs) too. Bounded work per call: trims at most 1000 rows by count and
 -- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
-local function trim(p, set, keep, age, now)
+-- The ids deleted stay known for the idempotency `window` (lib/idempotency.lua, embedded before).
+local function trim(p, set, keep, age, now, window)
   local excess = redis.call('ZCARD', set) - keep
   local old = {}
   if excess > 0 then
-    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1)
+    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1, 'WITHSCORES')
   elseif age >= 0 then
-    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, 100)
+    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'WITHSCORES', 'LIMIT', 0, 100)
   end
   if #old > 0 then
-    local rows = {}
-    for i, id in ipairs(old) do
+    local rows, ids, ended = {}, {}, {}
+    for i = 1, #old, 2 do
+      local id = old[i]
       local jk = p .. 'job:' .. id
-      rows[3 * i - 2], rows[3 * i - 1], rows[3 * i] = jk, jk .. ':results', jk .. ':logs'
+      rows[#rows + 1], rows[#rows + 2], rows[#rows + 3] = jk, jk .. ':results', jk .. ':logs'
+      ids[#ids + 1] = id
+      ended[i], ended[i + 1] = old[i + 1], id
     end
     redis.call('DEL', unpack(rows))
-    redis.call('ZREM', set, unpack(old))
+    redis.call('ZREM', set, unpack(ids))
+    remember(p, ended, now, window)
   end
 end

@@ -37,26 +37,68 @@ local function bad_number(row, fields)
   return nil
 end
 -- <<< lib/rows.lua
+-- >>> lib/idempotency.lua
+-- The idempotency window: ids of ended jobs stay known for `keep_ids_ms` (meta, default a day)
+-- after they ended, also once retention or clean deleted their rows, so a producer retrying an
+-- enqueue after a timeout gets `duplicate` instead of running the job twice. What is kept is
+-- only the id, scored by its end instant, in P ids:ended (a zset: no row, no payload).
+local IDS_ENDED = 'ids:ended'
+
+-- The window in ms from meta's keep_ids_ms text (absent: a day; 0: ids are not kept).
+local function ids_window(v)
+  return tonumber(v or '86400000') or 86400000
+end
+
+-- Rows are being deleted: remember `pairs` (end instant, id, ...) of those that ended within
+-- the window, and forget the ids whose window has passed. The key expires a window after its
+-- last write, so an idle queue keeps none.
+local function remember(p, pairs, now, window)
+  if window <= 0 or #pairs == 0 then return end
+  local key = p .. IDS_ENDED
+  for i = 1, #pairs, 4000 do
+    redis.call('ZADD', key, unpack(pairs, i, math.min(i + 3999, #pairs)))
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', now - window))
+  redis.call('PEXPIRE', key, window)
+end
+
+-- The ids among `ids` (a list) that ended within the window: a set id -> true. One call for
+-- the list, none when nothing is remembered.
+local function remembered(p, ids, now, window)
+  local known = {}
+  if window <= 0 or #ids == 0 or redis.call('EXISTS', p .. IDS_ENDED) == 0 then return known end
+  local scores = redis.call('ZMSCORE', p .. IDS_ENDED, unpack(ids))
+  for i, score in ipairs(scores) do
+    if score and tonumber(score) >= now - window then known[ids[i]] = true end
+  end
+  return known
+end
+-- <<< lib/idempotency.lua
 -- >>> lib/retention.lua
 -- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
 -- deleting their rows (and a parent's P job:<id>:results, a job's P job:<id>:logs) too. Bounded work per call: trims at most 1000 rows by count and
 -- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
-local function trim(p, set, keep, age, now)
+-- The ids deleted stay known for the idempotency `window` (lib/idempotency.lua, embedded before).
+local function trim(p, set, keep, age, now, window)
   local excess = redis.call('ZCARD', set) - keep
   local old = {}
   if excess > 0 then
-    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1)
+    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1, 'WITHSCORES')
   elseif age >= 0 then
-    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, 100)
+    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'WITHSCORES', 'LIMIT', 0, 100)
   end
   if #old > 0 then
-    local rows = {}
-    for i, id in ipairs(old) do
+    local rows, ids, ended = {}, {}, {}
+    for i = 1, #old, 2 do
+      local id = old[i]
       local jk = p .. 'job:' .. id
-      rows[3 * i - 2], rows[3 * i - 1], rows[3 * i] = jk, jk .. ':results', jk .. ':logs'
+      rows[#rows + 1], rows[#rows + 2], rows[#rows + 3] = jk, jk .. ':results', jk .. ':logs'
+      ids[#ids + 1] = id
+      ended[i], ended[i + 1] = old[i + 1], id
     end
     redis.call('DEL', unpack(rows))
-    redis.call('ZREM', set, unpack(old))
+    redis.call('ZREM', set, unpack(ids))
+    remember(p, ended, now, window)
   end
 end
 -- <<< lib/retention.lua
@@ -273,9 +315,9 @@ local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished', now)
 redis.call('ZADD', KEYS[4], now, id)
-local s = redis.call('HMGET', KEYS[6], 'events_max', 'keep_dead', 'keep_dead_ms')
+local s = redis.call('HMGET', KEYS[6], 'events_max', 'keep_dead', 'keep_dead_ms', 'keep_ids_ms')
 local emax = s[1] or '10000'
-trim(p, KEYS[4], tonumber(s[2] or '10000'), tonumber(s[3] or '604800000'), now)
+trim(p, KEYS[4], tonumber(s[2] or '10000'), tonumber(s[3] or '604800000'), now, ids_window(s[4]))
 redis.call('XADD', KEYS[5], 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'reason', 'cancelled')
 if row[3] then dedupe_release(p, row[3], id) end
 if row[4] then

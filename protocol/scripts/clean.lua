@@ -8,6 +8,43 @@
 --   the set without counting)
 -- ERRORS: EMQINPUT an unknown state, or older_than_ms / limit not whole numbers in range
 -- EVENTS: cleaned (id '', state, count), also when nothing was deleted
+-- >>> lib/idempotency.lua
+-- The idempotency window: ids of ended jobs stay known for `keep_ids_ms` (meta, default a day)
+-- after they ended, also once retention or clean deleted their rows, so a producer retrying an
+-- enqueue after a timeout gets `duplicate` instead of running the job twice. What is kept is
+-- only the id, scored by its end instant, in P ids:ended (a zset: no row, no payload).
+local IDS_ENDED = 'ids:ended'
+
+-- The window in ms from meta's keep_ids_ms text (absent: a day; 0: ids are not kept).
+local function ids_window(v)
+  return tonumber(v or '86400000') or 86400000
+end
+
+-- Rows are being deleted: remember `pairs` (end instant, id, ...) of those that ended within
+-- the window, and forget the ids whose window has passed. The key expires a window after its
+-- last write, so an idle queue keeps none.
+local function remember(p, pairs, now, window)
+  if window <= 0 or #pairs == 0 then return end
+  local key = p .. IDS_ENDED
+  for i = 1, #pairs, 4000 do
+    redis.call('ZADD', key, unpack(pairs, i, math.min(i + 3999, #pairs)))
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', now - window))
+  redis.call('PEXPIRE', key, window)
+end
+
+-- The ids among `ids` (a list) that ended within the window: a set id -> true. One call for
+-- the list, none when nothing is remembered.
+local function remembered(p, ids, now, window)
+  local known = {}
+  if window <= 0 or #ids == 0 or redis.call('EXISTS', p .. IDS_ENDED) == 0 then return known end
+  local scores = redis.call('ZMSCORE', p .. IDS_ENDED, unpack(ids))
+  for i, score in ipairs(scores) do
+    if score and tonumber(score) >= now - window then known[ids[i]] = true end
+  end
+  return known
+end
+-- <<< lib/idempotency.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -38,18 +75,22 @@ if not age or age < 0 or age ~= math.floor(age) or not limit or limit < 1 or lim
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local ids = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, limit)
-local n = 0
-for _, id in ipairs(ids) do
+local ids = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'WITHSCORES', 'LIMIT', 0, limit)
+local n, ended = 0, {}
+for i = 1, #ids, 2 do
+  local id = ids[i]
   local jk = p .. 'job:' .. id
   -- A member whose row moved on (retried, say) only leaves the set: a live row is never deleted.
   if redis.call('HGET', jk, 'state') == state then
     redis.call('DEL', jk, jk .. ':results', jk .. ':logs')
     n = n + 1
+    ended[#ended + 1], ended[#ended + 2] = ids[i + 1], id
   end
   redis.call('ZREM', set, id)
 end
-local emax = redis.call('HGET', KEYS[5], 'events_max') or '10000'
+local m = redis.call('HMGET', KEYS[5], 'events_max', 'keep_ids_ms')
+remember(p, ended, now, ids_window(m[2])) -- deleted, still known for the idempotency window
+local emax = m[1] or '10000'
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', emax, '*', 'event', 'cleaned', 'id', '', 'state', state,
   'count', n)
 return n

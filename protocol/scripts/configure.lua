@@ -3,7 +3,8 @@
 -- ARGV: field value pairs; fields: rate_max rate_ms (queue rate limit: at most rate_max claims
 --   in any rate_ms window; rate_max 0 = none), events_max (events stream cap, approximate),
 --   keep_completed keep_completed_ms keep_dead keep_dead_ms (retention: count and age in ms;
---   age -1 = no age limit); value '-' removes the field (back to its default)
+--   age -1 = no age limit), keep_ids_ms (the idempotency window: ids of ended jobs stay known
+--   this long after they ended, 0 = not kept); value '-' removes the field (back to its default)
 -- REPLY: 1
 -- ERRORS: EMQINPUT an unknown field or a value that is not a whole number (nothing is written)
 -- EVENTS: none
@@ -25,10 +26,10 @@ local function refuse(script, expects)
 end
 -- <<< lib/args.lua
 local allowed = { rate_max = true, rate_ms = true, events_max = true, keep_completed = true,
-  keep_completed_ms = true, keep_dead = true, keep_dead_ms = true }
+  keep_completed_ms = true, keep_dead = true, keep_dead_ms = true, keep_ids_ms = true }
 -- The least value of each setting (a negative events_max would break every later XADD).
 local least = { rate_max = 0, rate_ms = 1, events_max = 1, keep_completed = 0, keep_completed_ms = -1,
-  keep_dead = 0, keep_dead_ms = -1 }
+  keep_dead = 0, keep_dead_ms = -1, keep_ids_ms = 0 }
 if #ARGV % 2 ~= 0 then return refuse('configure', 'field value pairs') end
 for i = 1, #ARGV, 2 do
   if not allowed[ARGV[i]] then return redis.error_reply('EMQINPUT unknown setting ' .. ARGV[i]) end

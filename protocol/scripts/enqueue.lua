@@ -7,7 +7,8 @@
 --   group: '' or the lane name; name, max (attempts allowed), backoff (JSON): '' when absent
 --   dedupe_key: '' or the key jobs are deduplicated by (P dedupe:<key>); dedupe_spec:
 --   'throttle' | 'debounce', optionally ':<ttl_ms>' (see lib/dedupe.lua)
--- REPLY: one entry per job: 1 enqueued, 0 duplicate (the id exists; nothing written), or the
+-- REPLY: one entry per job: 1 enqueued, 0 duplicate (the id exists, or ended within the
+--   idempotency window, lib/idempotency.lua; nothing written), or the
 --   kept job's id (a string) when deduplicated (nothing of the new job is written)
 -- ERRORS: EMQKIND when any id is not JOB-namespaced; EMQINPUT a tuple count that fits neither
 --   width, or a malformed dedupe_spec (either way nothing at all is written)
@@ -201,6 +202,43 @@ local function dedupe_release(p, key, id)
   if redis.call('GET', dk) == id then redis.call('DEL', dk) end
 end
 -- <<< lib/dedupe.lua
+-- >>> lib/idempotency.lua
+-- The idempotency window: ids of ended jobs stay known for `keep_ids_ms` (meta, default a day)
+-- after they ended, also once retention or clean deleted their rows, so a producer retrying an
+-- enqueue after a timeout gets `duplicate` instead of running the job twice. What is kept is
+-- only the id, scored by its end instant, in P ids:ended (a zset: no row, no payload).
+local IDS_ENDED = 'ids:ended'
+
+-- The window in ms from meta's keep_ids_ms text (absent: a day; 0: ids are not kept).
+local function ids_window(v)
+  return tonumber(v or '86400000') or 86400000
+end
+
+-- Rows are being deleted: remember `pairs` (end instant, id, ...) of those that ended within
+-- the window, and forget the ids whose window has passed. The key expires a window after its
+-- last write, so an idle queue keeps none.
+local function remember(p, pairs, now, window)
+  if window <= 0 or #pairs == 0 then return end
+  local key = p .. IDS_ENDED
+  for i = 1, #pairs, 4000 do
+    redis.call('ZADD', key, unpack(pairs, i, math.min(i + 3999, #pairs)))
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', now - window))
+  redis.call('PEXPIRE', key, window)
+end
+
+-- The ids among `ids` (a list) that ended within the window: a set id -> true. One call for
+-- the list, none when nothing is remembered.
+local function remembered(p, ids, now, window)
+  local known = {}
+  if window <= 0 or #ids == 0 or redis.call('EXISTS', p .. IDS_ENDED) == 0 then return known end
+  local scores = redis.call('ZMSCORE', p .. IDS_ENDED, unpack(ids))
+  for i, score in ipairs(scores) do
+    if score and tonumber(score) >= now - window then known[ids[i]] = true end
+  end
+  return known
+end
+-- <<< lib/idempotency.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -241,7 +279,12 @@ for i = 0, n - 1 do
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+local m = redis.call('HMGET', K.meta, 'events_max', 'keep_ids_ms')
+local emax = m[1] or '10000'
+-- Ids that ended within the idempotency window (their rows deleted since) are duplicates too.
+local ids = {}
+for i = 0, n - 1 do ids[i + 1] = ARGV[2 + i * w] end
+local known = remembered(p, ids, now, ids_window(m[2]))
 -- Claimable work goes from none to some at most once per call: check pending once, not per job.
 local woke = false
 local was_empty = redis.call('EXISTS', K.pending) == 0
@@ -259,7 +302,7 @@ for i = 0, n - 1 do
   local jk = p .. 'job:' .. id
   local dkey, mode, ttl = w == 9 and ARGV[b + 7] or '', nil, nil
   if dkey ~= '' then mode, ttl = dedupe_spec(ARGV[b + 8]) end
-  if redis.call('EXISTS', jk) == 1 then
+  if known[id] or redis.call('EXISTS', jk) == 1 then
     out[i + 1] = 0
   elseif dkey ~= '' then
     out[i + 1] = dedupe_admit(p, K, dkey, mode, ttl, ARGV[b + 1], nil, now, emax) -- the kept id, or nil

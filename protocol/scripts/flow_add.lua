@@ -63,6 +63,43 @@ local function wake(K)
   redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
 end
 -- <<< lib/lanes.lua
+-- >>> lib/idempotency.lua
+-- The idempotency window: ids of ended jobs stay known for `keep_ids_ms` (meta, default a day)
+-- after they ended, also once retention or clean deleted their rows, so a producer retrying an
+-- enqueue after a timeout gets `duplicate` instead of running the job twice. What is kept is
+-- only the id, scored by its end instant, in P ids:ended (a zset: no row, no payload).
+local IDS_ENDED = 'ids:ended'
+
+-- The window in ms from meta's keep_ids_ms text (absent: a day; 0: ids are not kept).
+local function ids_window(v)
+  return tonumber(v or '86400000') or 86400000
+end
+
+-- Rows are being deleted: remember `pairs` (end instant, id, ...) of those that ended within
+-- the window, and forget the ids whose window has passed. The key expires a window after its
+-- last write, so an idle queue keeps none.
+local function remember(p, pairs, now, window)
+  if window <= 0 or #pairs == 0 then return end
+  local key = p .. IDS_ENDED
+  for i = 1, #pairs, 4000 do
+    redis.call('ZADD', key, unpack(pairs, i, math.min(i + 3999, #pairs)))
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', now - window))
+  redis.call('PEXPIRE', key, window)
+end
+
+-- The ids among `ids` (a list) that ended within the window: a set id -> true. One call for
+-- the list, none when nothing is remembered.
+local function remembered(p, ids, now, window)
+  local known = {}
+  if window <= 0 or #ids == 0 or redis.call('EXISTS', p .. IDS_ENDED) == 0 then return known end
+  local scores = redis.call('ZMSCORE', p .. IDS_ENDED, unpack(ids))
+  for i, score in ipairs(scores) do
+    if score and tonumber(score) >= now - window then known[ids[i]] = true end
+  end
+  return known
+end
+-- <<< lib/idempotency.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -110,7 +147,10 @@ for i = 1, n - 1 do
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+local m = redis.call('HMGET', K.meta, 'events_max', 'keep_ids_ms')
+local emax = m[1] or '10000'
+-- A root that ended within the idempotency window (its row deleted since) is a duplicate too.
+if remembered(p, { ARGV[2] }, now, ids_window(m[2]))[ARGV[2]] then return 0 end
 local woke = false
 for i = 0, n - 1 do
   local b = 2 + i * W

@@ -3,7 +3,8 @@
 -- ARGV: id payload mode value [priority group name max backoff dedupe_key dedupe_spec]
 --   mode 'at': value is the absolute run-at ms; mode 'in': value is a delay in ms added to
 --   the SERVER clock (TIME), never the caller's. The bracketed fields are as in enqueue.
--- REPLY: 1 scheduled, 0 duplicate (the id exists; nothing written), or the kept job's id (a
+-- REPLY: 1 scheduled, 0 duplicate (the id exists, or ended within the idempotency window:
+--   nothing written), or the kept job's id (a
 --   string) when deduplicated (nothing of the new job is written)
 -- ERRORS: EMQKIND id not JOB-namespaced; EMQINPUT mode unknown or value not a whole number
 --   (or a negative delay), or a malformed dedupe_spec
@@ -164,6 +165,43 @@ local function dedupe_release(p, key, id)
   if redis.call('GET', dk) == id then redis.call('DEL', dk) end
 end
 -- <<< lib/dedupe.lua
+-- >>> lib/idempotency.lua
+-- The idempotency window: ids of ended jobs stay known for `keep_ids_ms` (meta, default a day)
+-- after they ended, also once retention or clean deleted their rows, so a producer retrying an
+-- enqueue after a timeout gets `duplicate` instead of running the job twice. What is kept is
+-- only the id, scored by its end instant, in P ids:ended (a zset: no row, no payload).
+local IDS_ENDED = 'ids:ended'
+
+-- The window in ms from meta's keep_ids_ms text (absent: a day; 0: ids are not kept).
+local function ids_window(v)
+  return tonumber(v or '86400000') or 86400000
+end
+
+-- Rows are being deleted: remember `pairs` (end instant, id, ...) of those that ended within
+-- the window, and forget the ids whose window has passed. The key expires a window after its
+-- last write, so an idle queue keeps none.
+local function remember(p, pairs, now, window)
+  if window <= 0 or #pairs == 0 then return end
+  local key = p .. IDS_ENDED
+  for i = 1, #pairs, 4000 do
+    redis.call('ZADD', key, unpack(pairs, i, math.min(i + 3999, #pairs)))
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', now - window))
+  redis.call('PEXPIRE', key, window)
+end
+
+-- The ids among `ids` (a list) that ended within the window: a set id -> true. One call for
+-- the list, none when nothing is remembered.
+local function remembered(p, ids, now, window)
+  local known = {}
+  if window <= 0 or #ids == 0 or redis.call('EXISTS', p .. IDS_ENDED) == 0 then return known end
+  local scores = redis.call('ZMSCORE', p .. IDS_ENDED, unpack(ids))
+  for i, score in ipairs(scores) do
+    if score and tonumber(score) >= now - window then known[ids[i]] = true end
+  end
+  return known
+end
+-- <<< lib/idempotency.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -205,6 +243,9 @@ if dkey ~= '' then
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- An id that ended within the idempotency window (its row deleted since) is a duplicate too.
+local window = ids_window(redis.call('HGET', KEYS[5], 'keep_ids_ms'))
+if remembered(string.sub(KEYS[5], 1, -5), { ARGV[1] }, now, window)[ARGV[1]] then return 0 end
 local score
 if ARGV[3] == 'in' then
   if value < 0 then return redis.error_reply('EMQINPUT delay must be >= 0 ms') end
