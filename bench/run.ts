@@ -7,6 +7,8 @@ import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
+import { memoryClient } from '../src/wire/memory/connection.js';
+import { MemoryEngine } from '../src/wire/memory/engine.js';
 import { RedisServer } from '../test/support/redis-server.js';
 import type { Adapter } from './adapters/adapter.js';
 import { bullmqAdapter } from './adapters/bullmq.js';
@@ -170,7 +172,13 @@ async function leftoverClients(admin: Redis): Promise<number> {
 
 // ── results ───────────────────────────────────────────────────────────────────
 
-type Lib = 'echomq' | 'bullmq';
+type Lib = 'echomq' | 'memory' | 'bullmq';
+
+/**
+ * Workloads EchoMQ also runs on its in-process memory engine (memory://, README "Testing your
+ * jobs"): a column of their own, to show what a test or a demo on it can expect.
+ */
+const ON_MEMORY = new Set(['add-serial', 'add-100-in-flight', 'bulk-add-1000', 'process-c10']);
 interface Sample {
   metrics: Record<string, number>;
   diag: Diag | undefined;
@@ -183,7 +191,7 @@ class Results {
   add(id: string, lib: Lib, s: Sample): void {
     let r = this.samples.get(id);
     if (!r) {
-      r = { echomq: [], bullmq: [] };
+      r = { echomq: [], memory: [], bullmq: [] };
       this.samples.set(id, r);
     }
     r[lib].push(s);
@@ -253,6 +261,7 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
       'unit',
       'n',
       'EchoMQ',
+      'memory://',
       'BullMQ',
       'E/B',
       'better',
@@ -265,12 +274,20 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
     if (!results.samples.has(w.id)) continue;
     const ed = results.diag(w.id, 'echomq');
     const bd = results.diag(w.id, 'bullmq');
-    const out: Record<string, Record<string, number | null>> = { echomq: {}, bullmq: {}, ratio: {} };
+    const onMemory = results.samples.get(w.id)!.memory.length > 0;
+    const out: Record<string, Record<string, number | null>> = {
+      echomq: {},
+      ...(onMemory ? { memory: {} } : {}),
+      bullmq: {},
+      ratio: {},
+    };
     for (const [i, m] of w.metrics.entries()) {
       const e = results.median(w.id, 'echomq', m.key);
       const b = results.median(w.id, 'bullmq', m.key);
+      const mem = results.median(w.id, 'memory', m.key);
       const r = ratioOf(e, b);
       out.echomq![m.key] = Number.isNaN(e) ? null : e;
+      if (onMemory) out.memory![m.key] = Number.isNaN(mem) ? null : mem;
       out.bullmq![m.key] = Number.isNaN(b) ? null : b;
       out.ratio![m.key] = r;
       rows.push([
@@ -279,6 +296,7 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
         m.unit,
         i === 0 ? fmt(w.n(sizes), 0) : '',
         fmt(e, m.decimals),
+        fmt(mem, m.decimals),
         fmt(b, m.decimals),
         r === null ? '-' : `${fmt(r, 2)}x`,
         m.better,
@@ -370,7 +388,7 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
     ['workload', 'lib', '', 'redis µs/job', 'node µs/job', 'scripts/job', 'cmds/job', 'top commands per job'],
   ];
   for (const id of [...workloads.map((w) => w.id), ...ceilings.map((c) => c.id)]) {
-    for (const lib of ['echomq', 'bullmq'] as const) {
+    for (const lib of ['echomq', 'memory', 'bullmq'] as const) {
       const d = results.diag(id, lib);
       if (!d) continue;
       drows.push([
@@ -442,6 +460,8 @@ async function main(): Promise<number> {
   });
   const loadBefore = loadavg()[0]!;
   const admin = server.client();
+  // The memory engine of the memory:// column; its admin client is a client on it.
+  const memory = { url: 'memory://bench', admin: memoryClient(MemoryEngine.forUrl('memory://bench')) };
   const results = new Results();
   const began = performance.now();
   try {
@@ -462,10 +482,17 @@ async function main(): Promise<number> {
         `BullMQ ${bullVersion}, Node ${process.version}, ${cpus().length} CPUs`,
     );
 
-    const runOne = async (id: string, lib: Lib, fn: (ctx: RunContext) => Promise<Record<string, number>>) => {
+    const onRedis = { url: server.url, admin };
+    const runOne = async (
+      id: string,
+      lib: Lib,
+      fn: (ctx: RunContext) => Promise<Record<string, number>>,
+      target = onRedis,
+    ) => {
+      const admin = target.admin;
       await admin.flushall('SYNC');
       const sink: { diag?: Diag } = {};
-      const ctx = makeContext(server.url, admin, sizes, sink);
+      const ctx = makeContext(target.url, admin, sizes, sink);
       const t = performance.now();
       try {
         const metrics = await withTimeout(fn(ctx), runTimeout, `${id} ${lib}`);
@@ -492,6 +519,7 @@ async function main(): Promise<number> {
       const order = round % 2 === 0 ? LIBS : [...LIBS].reverse();
       for (const w of workloads) {
         for (const [lib, adapter] of order) await runOne(w.id, lib, (ctx) => w.run(adapter, ctx));
+        if (ON_MEMORY.has(w.id)) await runOne(w.id, 'memory', (ctx) => w.run(echomqAdapter, ctx), memory);
       }
       for (const c of ceilings) {
         await runOne(c.id, 'echomq', async (ctx) => ({ jobs_per_s: await c.run(ctx) }));
@@ -504,6 +532,10 @@ async function main(): Promise<number> {
       `  redis-server ${redisVersion} (own instance, hz ${hz}, FLUSHALL SYNC before every run), BullMQ ` +
         `${bullVersion}, EchoMQ (this tree), Node ${process.version}, ${cpus().length} CPUs; every client in this ` +
         `one Node process. Host load average (1 min) ${fmt(loadBefore, 2)} at start, ${fmt(loadavg()[0], 2)} at end.`,
+    );
+    console.log(
+      '  memory://: EchoMQ on its in-process memory engine (the scripts in an embedded Lua VM, no Redis, no' +
+        ' network), in this Node process; its cpu/limit N is the engine and the library together.',
     );
     console.log(
       '  process-4x50: four consumer objects in one Node process, each with its own connections ' +
@@ -525,6 +557,8 @@ async function main(): Promise<number> {
     console.log(`  total bench time ${fmt((performance.now() - began) / 1000, 1)} s`);
   } finally {
     admin.disconnect();
+    memory.admin.disconnect();
+    MemoryEngine.drop('bench');
     await server.stop();
   }
   if (results.errors.length > 0) {

@@ -64,22 +64,24 @@ export function parseScript(name: string, body: string): Script {
   return { name, keys, body, sha: createHash('sha1').update(body).digest('hex') };
 }
 
+const SCRIPTS_DIR = join(PROTOCOL_DIR, 'scripts');
 let cache: Map<string, Script> | undefined;
 
-/** Every script in protocol/scripts, parsed once per process. */
-export function loadScripts(dir = join(PROTOCOL_DIR, 'scripts')): Map<string, Script> {
-  if (dir === join(PROTOCOL_DIR, 'scripts') && cache) return cache;
+/** Every script in protocol/scripts (or `dir`), parsed once per process. */
+export function loadScripts(dir = SCRIPTS_DIR): Map<string, Script> {
+  if (dir === SCRIPTS_DIR && cache) return cache;
   const scripts = new Map<string, Script>();
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
     const name = file.slice(0, -4);
     scripts.set(name, parseScript(name, readFileSync(join(dir, file), 'utf8')));
   }
-  if (dir === join(PROTOCOL_DIR, 'scripts')) cache = scripts;
+  if (dir === SCRIPTS_DIR) cache = scripts;
   return scripts;
 }
 
+/** The script `name` (every call of every verb asks: no path work here, only the cache). */
 export function script(name: ScriptName): Script {
-  const s = loadScripts().get(name);
+  const s = (cache ?? loadScripts()).get(name);
   if (!s) throw new Error(`protocol/scripts/${name}.lua is missing`);
   return s;
 }

@@ -877,6 +877,7 @@ export const COMMANDS: Record<string, Command> = {
     run: (_c, [sub, name]) => {
       if (upper(sub) === 'GET') return name === 'maxmemory-policy' ? [name, 'noeviction'] : [];
       if (upper(sub) === 'SET') return OK;
+      if (upper(sub) === 'RESETSTAT') return OK; // no statistics kept: nothing to reset
       throw new CommandError(`ERR unknown subcommand '${sub}'. Try CONFIG HELP.`);
     },
   },

@@ -38,6 +38,7 @@ export interface Fengari {
     lua_remove(L: State, idx: number): void;
     lua_setfield(L: State, idx: number, k: string): void;
     lua_getfield(L: State, idx: number, k: string): number;
+    lua_gettable(L: State, idx: number): number;
     lua_next(L: State, idx: number): number;
     lua_pushlightuserdata(L: State, p: unknown): void;
     lua_touserdata(L: State, idx: number): unknown;

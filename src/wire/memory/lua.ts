@@ -49,11 +49,55 @@ setmetatable(_G, { __index = missing, __newindex = readonly })
 /** An error raised inside a script, already worded as the reply the client gets. */
 class ScriptFailure extends Error {}
 
+let shared: LuaVm | undefined;
+
+function sharedVm(): LuaVm {
+  shared ??= new LuaVm();
+  return shared;
+}
+
+/**
+ * One engine's scripts (SCRIPT LOAD, EXISTS, FLUSH and EVALSHA see only what this engine
+ * loaded), compiled in the process's one Lua state: a script is compiled once whatever engine
+ * loads it, so a test suite's hundred `memory://` engines do not compile the protocol a hundred
+ * times. Sharing is safe because a script keeps nothing between calls: the globals are
+ * read-only and KEYS, ARGV and redis.call's target are set for each call.
+ */
 export class LuaScripts {
+  private readonly loaded = new Set<string>();
+  private readonly vm = sharedVm();
+
+  has(sha: string): boolean {
+    return this.loaded.has(sha);
+  }
+
+  flush(): void {
+    this.loaded.clear();
+  }
+
+  /** Compiles (once per process) and loads a script body; an error reply when it does not compile. */
+  load(body: string): string | RespError {
+    const sha = this.vm.load(body);
+    if (typeof sha === 'string') this.loaded.add(sha);
+    return sha;
+  }
+
+  /** Runs a script this engine loaded; `call` runs the commands it calls. */
+  run(sha: string, keys: string[], argv: string[], call: ScriptCall): Reply {
+    if (!this.loaded.has(sha)) return new RespError('NOSCRIPT No matching script. Please use EVAL.');
+    return this.vm.run(sha, keys, argv, call);
+  }
+}
+
+/** The Lua state: the libraries Redis offers, and every script compiled so far, by SHA1. */
+class LuaVm {
   private readonly L: State;
   private readonly lua: Fengari['lua'];
   private readonly aux: Fengari['lauxlib'];
   private readonly refs = new Map<string, number>();
+  /** The reply tables' keys `err` and `ok`, kept as Lua strings (their hash computed once). */
+  private readonly errKey: number;
+  private readonly okKey: number;
   private call: ScriptCall | undefined;
   private running = '';
   /** Where the last error was raised: the script's line. */
@@ -89,14 +133,20 @@ export class LuaScripts {
       throw new Error(`memory engine prelude: ${text(this.lua.lua_tolstring(L, -1)!)}`);
     }
     this.lua.lua_pcall(L, 0, 0, 0);
+    this.errKey = this.keep('err');
+    this.okKey = this.keep('ok');
   }
 
-  has(sha: string): boolean {
-    return this.refs.has(sha);
+  /** A string held in the registry, for lookups that would otherwise make it anew each time. */
+  private keep(s: string): number {
+    this.lua.lua_pushstring(this.L, bytes(s));
+    return this.aux.luaL_ref(this.L, this.lua.LUA_REGISTRYINDEX);
   }
 
-  flush(): void {
-    this.refs.clear();
+  /** Pushes table[key] for a kept key (lua_getfield with a JS string re-makes and re-hashes it). */
+  private field(table: number, key: number): number {
+    this.lua.lua_rawgeti(this.L, this.lua.LUA_REGISTRYINDEX, key);
+    return this.lua.lua_gettable(this.L, table);
   }
 
   /** Compiles a script body and caches it by its SHA1; an error reply when it does not compile. */
@@ -202,13 +252,13 @@ export class LuaScripts {
     if (t === lua.LUA_TBOOLEAN) return lua.lua_toboolean(L, idx) ? 1 : null;
     if (t !== lua.LUA_TTABLE) return null;
     const table = idx < 0 ? lua.lua_gettop(L) + idx + 1 : idx;
-    if (lua.lua_getfield(L, table, 'err') === lua.LUA_TSTRING) {
+    if (this.field(table, this.errKey) === lua.LUA_TSTRING) {
       const e = text(lua.lua_tolstring(L, -1)!);
       lua.lua_pop(L, 1);
       return new RespError(e);
     }
     lua.lua_pop(L, 1);
-    if (lua.lua_getfield(L, table, 'ok') === lua.LUA_TSTRING) {
+    if (this.field(table, this.okKey) === lua.LUA_TSTRING) {
       const s = text(lua.lua_tolstring(L, -1)!);
       lua.lua_pop(L, 1);
       return new Status(s);
