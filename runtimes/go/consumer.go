@@ -122,8 +122,12 @@ type Consumer struct {
 	short         bool // the last claim came back short: park until a wake, a timer or the beat
 	wakeID        string
 	scheduleMoved bool
-	nextDueAt     time.Time
+	nextDueAt     time.Time // the schedule's earliest run-at, local clock; zero: none known
 	limitedUntil  time.Time
+	parked        string    // how the loop waits now: "", "sleep" or "block"
+	parkUntil     time.Time // when that wait ends by itself
+	blockSeq      int       // numbers the blocking reads, so a late alarm leaves a newer read alone
+	alarm         *time.Timer
 	lastPromote   time.Time
 	lastRecover   time.Time
 	blockingID    int64
@@ -264,7 +268,9 @@ func (c *Consumer) recover() error {
 	if !due {
 		return nil
 	}
-	if _, err := c.q.Run("reap", "", c.q.Prefix, c.opts.PromoteBatch); err != nil {
+	// The beat is the gap this consumer leaves between passes: a longer one is a clock jump
+	// (SPEC.md section 2.1), and the leases live at the last pass move by it first.
+	if _, err := c.q.Run("reap", "", c.q.Prefix, c.opts.PromoteBatch, c.opts.BeatMs); err != nil {
 		return err
 	}
 	host, _ := os.Hostname()
@@ -285,28 +291,31 @@ func (c *Consumer) promote() (bool, error) {
 	now := time.Now()
 	c.mu.Lock()
 	beat := time.Duration(c.opts.BeatMs) * time.Millisecond
-	if !c.scheduleMoved && now.Before(c.nextDueAt) && now.Sub(c.lastPromote) < beat {
+	due := !c.nextDueAt.IsZero() && !now.Before(c.nextDueAt)
+	if !c.scheduleMoved && !due && now.Sub(c.lastPromote) < beat {
 		c.mu.Unlock()
 		return false, nil
 	}
 	c.scheduleMoved = false
+	argv := []interface{}{c.q.Prefix, c.opts.PromoteBatch, "next"}
+	if !c.lastPromote.IsZero() {
+		// How long this consumer lived since its previous promote (monotonic): the server
+		// clock running further ahead than that was stepped (SPEC.md section 2.1).
+		argv = append(argv, int64((now.Sub(c.lastPromote)+time.Millisecond-1)/time.Millisecond))
+	}
 	c.lastPromote = now
 	c.mu.Unlock()
-	reply, err := redis.Int64s(c.q.Run("promote", "", c.q.Prefix, c.opts.PromoteBatch, "next"))
+	reply, err := redis.Int64s(c.q.Run("promote", "", argv...))
 	if err != nil {
 		return false, err
 	}
 	count, serverNow, nextDue := reply[0], reply[1], reply[2]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case count >= int64(c.opts.PromoteBatch):
+	if count >= int64(c.opts.PromoteBatch) {
 		c.nextDueAt = time.Now() // more are due: go again
-	case nextDue < 0:
-		c.nextDueAt = time.Now().Add(24 * time.Hour)
-	default:
-		// A difference of two server instants: the local clock's skew cancels out.
-		c.nextDueAt = time.Now().Add(time.Duration(nextDue-serverNow) * time.Millisecond)
+	} else {
+		c.learnHeadLocked(serverNow, nextDue)
 	}
 	if count > 0 {
 		c.short = false
@@ -358,15 +367,86 @@ func (c *Consumer) park() {
 	}
 	block := c.short && c.freeLocked() > 0
 	wakeID := c.wakeID
+	// A read that ends at the beat may come back a server tick late: when a due instant
+	// follows within that, an alarm ends it on time (CLIENT UNBLOCK) instead.
+	onTime := false
+	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil} {
+		if !at.IsZero() && at.Sub(now) <= wait+serverTick {
+			onTime = true
+		}
+	}
 	c.mu.Unlock()
 	if wait <= 0 {
 		return
 	}
 	if block {
-		c.blockOnWake(wait, wakeID)
+		c.blockOnWake(wait, wakeID, onTime)
 	} else {
+		c.mu.Lock()
+		c.parked, c.parkUntil = "sleep", now.Add(wait)
+		c.mu.Unlock()
 		c.sleep(wait)
+		c.mu.Lock()
+		c.parked = ""
+		c.mu.Unlock()
 	}
+}
+
+// serverTick is how late Redis may end a timed blocking read (its cron tick at the default hz
+// 10), plus slack.
+const serverTick = 150 * time.Millisecond
+
+// learnHeadLocked takes in the schedule's earliest run-at as a reply saw it: promote's, or a
+// claim's (claim and complete read the head in the same call as the wake id, so a `w s`
+// written while this consumer was busy is not lost: its instant is the head). now and
+// nextDue are server instants, so only their difference is used. When the loop waits past
+// it, it is woken (asleep) or its blocking read is ended at that instant.
+func (c *Consumer) learnHeadLocked(serverNow, nextDue int64) {
+	if nextDue < 0 {
+		c.nextDueAt = time.Time{}
+		return
+	}
+	c.nextDueAt = time.Now().Add(time.Duration(nextDue-serverNow) * time.Millisecond)
+	if c.parked == "" || !c.nextDueAt.Before(c.parkUntil) {
+		return
+	}
+	if c.parked == "sleep" {
+		signal(c.kick)
+	} else {
+		c.armUnblockLocked(time.Until(c.nextDueAt))
+	}
+}
+
+// armUnblockLocked ends the current blocking read in d with CLIENT UNBLOCK, from a pooled
+// connection. The UNBLOCK can overtake a read still on its way to the server (it answers 0:
+// nothing blocked yet); then it tries again, a millisecond later, up to 20 times.
+func (c *Consumer) armUnblockLocked(d time.Duration) {
+	if c.blockingID == 0 {
+		return
+	}
+	if c.alarm != nil {
+		c.alarm.Stop()
+	}
+	seq, id := c.blockSeq, c.blockingID
+	var unblock func(tries int)
+	unblock = func(tries int) {
+		c.mu.Lock()
+		current := c.parked == "block" && c.blockSeq == seq
+		c.mu.Unlock()
+		if !current {
+			return
+		}
+		conn := c.q.client.Conn()
+		n, err := redis.Int(conn.Do("CLIENT", "UNBLOCK", id))
+		conn.Close()
+		if err == nil && n == 0 && tries > 0 {
+			time.AfterFunc(time.Millisecond, func() { unblock(tries - 1) })
+		}
+	}
+	if d < 0 {
+		d = 0
+	}
+	c.alarm = time.AfterFunc(d, func() { unblock(20) })
 }
 
 func (c *Consumer) sleep(d time.Duration) {
@@ -380,7 +460,7 @@ func (c *Consumer) sleep(d time.Duration) {
 
 // blockOnWake reads the wake stream after wakeID (SPEC.md section 9) on a connection of its
 // own: any entry written after the short claim ends it at once.
-func (c *Consumer) blockOnWake(wait time.Duration, wakeID string) {
+func (c *Consumer) blockOnWake(wait time.Duration, wakeID string, onTime bool) {
 	ms := wait.Milliseconds()
 	if ms < 1 {
 		ms = 1
@@ -390,8 +470,22 @@ func (c *Consumer) blockOnWake(wait time.Duration, wakeID string) {
 		c.sleep(100 * time.Millisecond)
 		return
 	}
+	c.mu.Lock()
+	c.blockSeq++
+	c.parked, c.parkUntil = "block", time.Now().Add(wait)
+	if onTime {
+		c.armUnblockLocked(wait)
+	}
+	c.mu.Unlock()
 	reply, err := redis.DoWithTimeout(conn, time.Duration(ms)*time.Millisecond+3*time.Second,
 		"XREAD", "BLOCK", ms, "STREAMS", c.q.Key("wake"), wakeID)
+	c.mu.Lock()
+	c.parked = ""
+	if c.alarm != nil {
+		c.alarm.Stop()
+		c.alarm = nil
+	}
+	c.mu.Unlock()
 	if err != nil {
 		c.dropBlocking()
 		if !c.isClosing() {
@@ -463,16 +557,11 @@ func (c *Consumer) started(reply []interface{}) {
 		c.wakeID = wakeID
 	}
 	if len(reply) >= 5 {
-		// The schedule's head, read with the wake id: the due timer is armed from it, so a
-		// job that became due while every slot was busy is not missed.
+		// The schedule's head, read with the wake id: promote is timed from it, so a job that
+		// became due while every slot was busy starts on time.
 		serverNow, _ := redis.Int64(reply[3], nil)
 		nextDue, _ := redis.Int64(reply[4], nil)
-		if nextDue >= 0 {
-			at := time.Now().Add(time.Duration(nextDue-serverNow) * time.Millisecond)
-			if c.nextDueAt.IsZero() || at.Before(c.nextDueAt) {
-				c.nextDueAt = at
-			}
-		}
+		c.learnHeadLocked(serverNow, nextDue)
 	}
 	c.limitedUntil = time.Time{}
 	if waitMs >= 0 {
@@ -621,6 +710,12 @@ func (c *Consumer) flushAcks() {
 		}
 		if n > 0 {
 			c.started(reply[1:])
+		} else if len(reply) >= 6 {
+			serverNow, _ := redis.Int64(reply[4], nil)
+			nextDue, _ := redis.Int64(reply[5], nil)
+			c.mu.Lock()
+			c.learnHeadLocked(serverNow, nextDue)
+			c.mu.Unlock()
 		}
 		signal(c.kick)
 	}

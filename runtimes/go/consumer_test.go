@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -270,4 +271,64 @@ func TestBadDataInOneRowDeadLettersThatJobAndTheOthersRun(t *testing.T) {
 			t.Errorf("%s: %+v %+v", id, view, view.Error)
 		}
 	}
+}
+
+// Delayed jobs start at their run-at, never before: a parked consumer promotes at each due
+// instant it learned from promote's and claim's replies (the schedule's head), and ends its
+// blocking read then (CLIENT UNBLOCK) rather than on the server's next tick. The beat is the
+// default second, so the beat cannot be what starts them. How late each started (the row's
+// started − runat, both server ms) is logged, not asserted: timing goals belong in the bench.
+func TestDelayedJobsStartAtTheirRunAtNeverEarly(t *testing.T) {
+	q := testQueue(t)
+	var mu sync.Mutex
+	completed := map[string]int{}
+	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+		return nil, nil
+	}, ConsumerOptions{Concurrency: 10, OnEvent: func(e ConsumerEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Kind == "completed" {
+			completed[e.Job.ID]++
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(5 * time.Second)
+	waitFor(t, 10*time.Second, "the consumer to park on the wake stream", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.parked == "block"
+	})
+	const n = 30
+	var ids []string
+	for i := 0; i < n; i++ {
+		a, err := q.EnqueueIn(map[string]int{"n": i}, time.Duration(50+25*i)*time.Millisecond, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID)
+	}
+	waitFor(t, 20*time.Second, "every delayed job to complete", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(completed) == n
+	})
+	var late []int64
+	for _, id := range ids {
+		view, err := q.Get(id)
+		if err != nil || view == nil || view.StartedAt == nil || view.RunAt == nil {
+			t.Fatal(id, view, err)
+		}
+		if completed[id] != 1 {
+			t.Errorf("%s completed %d times", id, completed[id])
+		}
+		if *view.StartedAt < *view.RunAt {
+			t.Errorf("%s started at %d, before its run-at %d", id, *view.StartedAt, *view.RunAt)
+		}
+		late = append(late, *view.StartedAt-*view.RunAt)
+	}
+	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
+	t.Logf("lateness of %d delayed jobs (started - runat, server ms): p50 %d, p90 %d, max %d",
+		n, late[n/2], late[n*9/10], late[n-1])
 }
