@@ -31,7 +31,9 @@ int emq_api_init(RedisModuleCtx *ctx, const char *name, int version) {
 
 /* Both write, so replicas refuse them and the server checks maxmemory before running one;
  * the keys are found by the command itself (numkeys, as EVALSHA's). */
-#define FLAGS "write deny-oom getkeys-api"
+/* Not deny-oom: like the scripts (`#!lua flags=allow-oom`), a sweep runs on a full server, since
+ * recovering leases and releasing due jobs is how its jobs go on to end and retention frees memory. */
+#define FLAGS "write getkeys-api"
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   (void)argv;

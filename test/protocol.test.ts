@@ -99,10 +99,13 @@ describe('the conformance suite', () => {
   });
 });
 
-/** A script's contract header: its leading comment block, up to the first code line or lib block. */
+/**
+ * A script's contract header: its leading comment block, up to the first code line or lib block
+ * (after the Redis 7 shebang line, `#!lua flags=…`, of the scripts that declare flags).
+ */
 function contractHeader(body: string): string[] {
   const lines: string[] = [];
-  for (const line of body.split('\n')) {
+  for (const line of body.replace(/^#!lua[^\n]*\n/, '').split('\n')) {
     if (!line.startsWith('--') || line.startsWith('-- >>>')) break;
     lines.push(line);
   }

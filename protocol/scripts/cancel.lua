@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- cancel: end a waiting job at once, or ask a running one to stop.
 -- KEYS: job schedule pending cancelled events meta
 -- ARGV: prefix id

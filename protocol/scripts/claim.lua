@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- claim: take up to n claimable jobs in one call, each under a fresh lease.
 -- KEYS: pending active events wake meta ring
 -- ARGV: prefix n lease_ms

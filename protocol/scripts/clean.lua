@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- clean: delete ended jobs of one state that ended at least older_than_ms ago, oldest first,
 -- at most limit of them: their rows, their ids in the state's set (and a parent's P
 -- job:<id>:results). Finish instants are read on the server clock.

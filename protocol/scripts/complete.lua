@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- complete: finish active jobs with their results, fenced by lease token, and claim the next.
 -- KEYS: active completed events wake meta ring pending
 -- ARGV: prefix lease_ms claim_n, then one triple per job: id token result

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- drain: delete a batch of waiting jobs (pending and every lane, and scheduled ones when asked).
 -- KEYS: pending schedule events wake meta ring
 -- ARGV: prefix batch scheduled

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- extend_lock: a lease checkpoint: push the lease deadlines of jobs this consumer holds.
 -- KEYS: active
 -- ARGV: prefix lease_ms, then one pair per job: id token

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- fail: record a failed attempt, fenced by lease token, and retry, dead-letter or cancel it.
 -- KEYS: job active schedule dead cancelled events wake meta ring pending
 -- ARGV: prefix id token message stack delay_ms

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- handback: a closing consumer returns jobs it holds to claimable work at once, without
 -- spending an attempt and without waiting for the lease to expire.
 -- KEYS: active pending events wake meta ring

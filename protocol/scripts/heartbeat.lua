@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- heartbeat: a consumer says it is alive (once a beat), for tools that list consumers.
 -- KEYS: consumers
 -- ARGV: prefix consumer_id info

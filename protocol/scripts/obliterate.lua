@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- obliterate: delete every key of the queue, a bounded batch per call, the meta key last.
 -- KEYS: meta active
 -- ARGV: prefix cursor batch force

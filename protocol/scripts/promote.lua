@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- promote: release every due scheduled job to pending (or its lane), on the server clock.
 -- KEYS: schedule pending events wake meta ring
 -- ARGV: prefix batch [mode [elapsed_ms]]

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- reap: return expired leases to claimable work, on the server clock (the default recovery).
 -- KEYS: active pending events wake meta ring dead cancelled
 -- ARGV: prefix batch [expected_ms]

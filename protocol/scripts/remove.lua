@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- remove: delete a job that is not running, from whichever set holds it, and its row (and
 -- the children's results a parent's row keeps, P job:<id>:results).
 -- KEYS: job schedule pending completed dead cancelled events meta

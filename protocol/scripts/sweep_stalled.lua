@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- sweep_stalled: the count-thresholded stalled check: recover expired leases, counting each
 -- recovery on the row, and dead-letter a job once its count passes max_stalled.
 -- KEYS: active pending dead events wake meta ring cancelled

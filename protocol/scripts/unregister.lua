@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- unregister: remove a registered cadence; occurrences already released stay ordinary jobs.
 -- KEYS: repeat
 -- ARGV: prefix name

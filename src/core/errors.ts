@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'EMQSTATE' // the verb does not apply to the job's current state
   | 'EMQINPUT' // an argument the runtime refuses before the wire
   | 'EMQDATA' // bad data in the store: a row field no script writes (the job was dead-lettered)
+  | 'EMQOOM' // Redis is out of memory (maxmemory with noeviction): the call wrote nothing
   | 'EMQCRON' // a cron pattern or time zone that cannot be parsed
   | 'EMQTOOBIG' // a payload over the configured size limit
   | 'EMQCLOSED' // a call after close()
@@ -35,11 +36,23 @@ export class EchoMQError extends Error {
 
 const SCRIPT_ERROR = /^(EMQ[A-Z]+) (.*)$/s;
 
-/** Turns a script's `EMQxxx message` error reply into an EchoMQError; other errors pass through. */
+/**
+ * Turns a script's `EMQxxx message` error reply into an EchoMQError, and Redis's OOM refusal
+ * (maxmemory reached under noeviction) into EMQOOM; other errors pass through.
+ */
 export function fromScriptError(err: unknown): unknown {
   if (err instanceof Error) {
     const m = SCRIPT_ERROR.exec(err.message);
     if (m) return new EchoMQError(m[1] as ErrorCode, m[2] ?? '', { cause: err });
+    if (err.message.startsWith('OOM ')) {
+      return new EchoMQError(
+        'EMQOOM',
+        'Redis is out of memory (maxmemory reached, eviction off) and refused the call; nothing was written. ' +
+          'Retry it once memory is freed: consumers completing jobs free it (retention trims ended jobs), ' +
+          'as do a lower retention, clean(), or a larger maxmemory',
+        { cause: err },
+      );
+    }
   }
   return err;
 }
