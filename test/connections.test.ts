@@ -56,6 +56,7 @@ const LEAST_PRIVILEGE_COMMANDS = [
   'zrem',
   'zremrangebyscore',
   'zscore',
+  'zmscore', // the idempotency window (enqueue, schedule, flow_add)
   // job logs (ctx.log, queue.logs)
   'rpush',
   'ltrim',
@@ -111,6 +112,14 @@ describe('a least-privilege ACL user', () => {
     const mq = await EchoMQ.connect({ url });
     try {
       await coreFlow(mq, 'acl-core');
+      // The idempotency window: a retention-trimmed job's id is read back from ids:ended.
+      const q = mq.queue<number, number>('acl-ids');
+      await q.configure({ retention: { completed: { count: 0 } } });
+      const { id } = await q.enqueue(1, { id: 'JOBacl-1' });
+      const consumer = q.consume((job) => job.data);
+      await q.waitFor(id, { timeoutMs: 10_000 }).catch(() => {}); // its row is trimmed as it completes
+      await consumer.close();
+      expect(await q.enqueue(1, { id })).toMatchObject({ status: 'duplicate' });
       // Nothing outside the grant: other keys, admin commands.
       const c = mq.connector.client;
       await expect(c.get('other:key')).rejects.toThrow(/NOPERM/);
