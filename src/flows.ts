@@ -71,6 +71,12 @@ export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResu
     if ('dedupe' in opts) throw new EchoMQError('EMQINPUT', 'dedupe is not supported on the jobs of a flow');
     const name = job.name ?? opts.name;
     const a = queue.admission(job.data, name === undefined ? opts : { ...opts, name });
+    if (a.retainCompleted || a.retainDead || a.tags || a.lifo) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        'removeOnComplete, removeOnFail, tags and lifo are not supported on flow jobs yet',
+      );
+    }
     if (seen.has(a.id)) throw new EchoMQError('EMQINPUT', `job id ${a.id} appears twice in the flow`);
     seen.add(a.id);
     const cont = continueOnChildFailure === true ? '1' : '';

@@ -58,6 +58,10 @@ export interface QueueStats {
   consumers: ConsumerInfo[];
 }
 
+/** With a tag filter, the most jobs of one state read to find matches, and the read size. */
+export const TAG_SCAN_MAX = 10_000;
+const TAG_CHUNK = 500;
+
 export interface JobsPage {
   /** Jobs to skip. Default 0. */
   offset?: number;
@@ -65,12 +69,19 @@ export interface JobsPage {
   limit?: number;
   /** With state 'pending': only this lane. Other states refuse it (their sets hold every lane). */
   group?: string;
+  /**
+   * Only jobs with this tag. There is no index of tags: the jobs of the state are read in order,
+   * at most TAG_SCAN_MAX of them, and `total` counts the matches among those read.
+   */
+  tag?: string;
 }
 
 export interface JobsResult {
-  /** Jobs in that state (and lane) in all, for paging. */
+  /** Jobs in that state (and lane) in all, for paging; with a tag, the matches found. */
   total: number;
   jobs: JobView[];
+  /** With a tag: true when the read stopped at TAG_SCAN_MAX jobs (more matches may exist). */
+  partial?: boolean;
 }
 
 export type JobDetail = JobView & {
@@ -259,6 +270,7 @@ export class Inspector {
     } else {
       sets = [q.keys.key(setOf(state))];
     }
+    if (page.tag !== undefined) return this.tagged(q, state, sets, page.tag, offset, limit);
     const sizes = await Promise.all(sets.map((s) => c.zcard(s)));
     const total = sizes.reduce((a, b) => a + b, 0);
     // Map the page onto the sets laid end to end; each read is one ZRANGE of a slice.
@@ -297,6 +309,45 @@ export class Inspector {
   }
 
   /** The rows of `ids`, in order; ids whose row is gone (removed meanwhile) are left out. */
+  /** A page of the jobs of `sets` that carry `tag`, read in order in chunks, bounded. */
+  private async tagged(
+    q: Queue,
+    state: JobState,
+    sets: string[],
+    tag: string,
+    offset: number,
+    limit: number,
+  ): Promise<JobsResult> {
+    if (typeof tag !== 'string' || tag.length === 0) {
+      throw new EchoMQError('EMQINPUT', 'tag must be a non-empty string');
+    }
+    const matches: string[] = [];
+    let total = 0;
+    let scanned = 0;
+    for (const set of sets) {
+      for (let start = 0; scanned < TAG_SCAN_MAX; start += TAG_CHUNK) {
+        const stop = start + Math.min(TAG_CHUNK, TAG_SCAN_MAX - scanned) - 1;
+        const ids = TERMINAL.has(state)
+          ? await this.client.zrevrange(set, start, stop)
+          : await this.client.zrange(set, start, stop);
+        if (ids.length === 0) break;
+        scanned += ids.length;
+        const pipeline = this.client.pipeline();
+        for (const id of ids) pipeline.hget(q.keys.job(id), 'tags');
+        const tags = ((await pipeline.exec()) ?? []).map(([err, v]) => {
+          if (err) throw err;
+          return (v as string | null) ?? '';
+        });
+        for (const [i, id] of ids.entries()) {
+          if (!tags[i]!.split(',').includes(tag)) continue;
+          if (total >= offset && matches.length < limit) matches.push(id);
+          total += 1;
+        }
+      }
+    }
+    return { total, jobs: await this.rows(q, matches), partial: scanned >= TAG_SCAN_MAX };
+  }
+
   private async rows(q: Queue, ids: string[]): Promise<JobView[]> {
     if (ids.length === 0) return [];
     const pipeline = this.client.pipeline();

@@ -53,7 +53,22 @@ export interface EnqueueOptions {
   backoff?: BackoffPolicy;
   /** Deduplicate by a key of your own (apart from the id); see DedupeOptions. */
   dedupe?: DedupeOptions;
+  /**
+   * This job's own retention once completed, applied by the call that completes it: `true`
+   * deletes it at once; a count trims `completed` to that many; `{ count, ageMs }` either bound.
+   * The queue's retention still applies too. Default: the queue's alone.
+   */
+  removeOnComplete?: Retain;
+  /** As removeOnComplete, once the job is dead (attempts used up, unrecoverable). */
+  removeOnFail?: Retain;
+  /** A few short labels (at most 10, each 1-64 characters without spaces or commas), for filtering. */
+  tags?: readonly string[];
+  /** Claimed before the jobs of its priority that wait already (last in, first out). enqueue only. */
+  lifo?: boolean;
 }
+
+/** A job's own retention: true (delete at once), a count to keep, or { count, ageMs }. */
+export type Retain = boolean | number | { count?: number; ageMs?: number };
 
 /**
  * Deduplication by `key`: while the key's lock holds, another job with the key is not added.
@@ -124,6 +139,8 @@ export interface JobView<D = unknown, R = unknown> {
   /** The error of the run before the job was retried (retry, retryAll). */
   lastError?: { message: string; stack?: string };
   progress?: unknown;
+  /** The job's tags (EnqueueOptions.tags). */
+  tags?: string[];
   group?: string;
   priority?: number;
   backoff?: BackoffPolicy;
@@ -138,7 +155,64 @@ export interface JobView<D = unknown, R = unknown> {
 
 const CHUNK = 1000;
 
-const KNOWN_OPTIONS = new Set(['id', 'name', 'priority', 'group', 'attempts', 'backoff', 'dedupe']);
+const KNOWN_OPTIONS = new Set([
+  'id',
+  'name',
+  'priority',
+  'group',
+  'attempts',
+  'backoff',
+  'dedupe',
+  'removeOnComplete',
+  'removeOnFail',
+  'tags',
+  'lifo',
+]);
+const MAX_TAGS = 10;
+const BAD_TAG = /[\s,\p{Cc}]/u;
+
+/** A job's own retention as the row keeps it: '<count>:<age_ms>' (-1 = no bound), '' for none. */
+function retainSpec(value: Retain | undefined, what: string): string {
+  if (value === undefined || value === false) return '';
+  if (value === true) return '0:-1';
+  if (typeof value === 'number') return `${wholeNumber(value, what, 0)}:-1`;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new EchoMQError('EMQINPUT', `${what} must be true, a count, or { count, ageMs }`);
+  }
+  for (const k of Object.keys(value)) {
+    if (k !== 'count' && k !== 'ageMs') {
+      throw new EchoMQError('EMQINPUT', `unknown ${what} option "${k}"; known: count, ageMs`);
+    }
+  }
+  if (value.count === undefined && value.ageMs === undefined) {
+    throw new EchoMQError('EMQINPUT', `${what} needs count, ageMs or both`);
+  }
+  const count = value.count === undefined ? -1 : wholeNumber(value.count, `${what}.count`, 0);
+  const age = value.ageMs === undefined ? -1 : wholeNumber(value.ageMs, `${what}.ageMs`, 0);
+  return `${count}:${age}`;
+}
+
+function lifoFlag(lifo: unknown): string {
+  if (lifo === undefined || lifo === false) return '';
+  if (lifo === true) return '1';
+  throw new EchoMQError('EMQINPUT', `lifo must be true or false, got ${showValue(lifo)}`);
+}
+
+function tagList(tags: unknown): string {
+  if (tags === undefined) return '';
+  if (!Array.isArray(tags) || tags.length > MAX_TAGS) {
+    throw new EchoMQError('EMQINPUT', `tags must be an array of at most ${MAX_TAGS} strings`);
+  }
+  for (const t of tags) {
+    if (typeof t !== 'string' || t.length === 0 || t.length > 64 || BAD_TAG.test(t)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `a tag must be 1-64 characters without spaces, commas or control characters, got ${showValue(t)}`,
+      );
+    }
+  }
+  return [...new Set(tags as string[])].join(',');
+}
 const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
 
 /** The 9-tuple the enqueue script takes per job (schedule takes the same fields). */
@@ -153,6 +227,16 @@ interface Admission {
   /** '' or the dedupe key, and its spec: 'throttle' | 'debounce', with ':<ttl_ms>' when given. */
   dedupeKey: string;
   dedupeSpec: string;
+  /** The job's own retention ('' = the queue's), its tags joined by ',' ('' = none), lifo '1'/''. */
+  retainCompleted: string;
+  retainDead: string;
+  tags: string;
+  lifo: string;
+}
+
+/** True when a job needs enqueue's 13-field tuple (its own retention, tags or lifo). */
+function extended(j: Admission): boolean {
+  return j.retainCompleted !== '' || j.retainDead !== '' || j.tags !== '' || j.lifo !== '';
 }
 
 function dedupeFields(d: DedupeOptions | undefined): { dedupeKey: string; dedupeSpec: string } {
@@ -279,6 +363,10 @@ export class Queue<D = unknown, R = unknown> {
       max: String(wholeNumber(opts.attempts ?? this.defaultAttempts, 'attempts', 1, 1_000_000)),
       backoff: opts.backoff === undefined ? '' : JSON.stringify(Backoff.validate(opts.backoff)),
       ...dedupeFields(opts.dedupe),
+      retainCompleted: retainSpec(opts.removeOnComplete, 'removeOnComplete'),
+      retainDead: retainSpec(opts.removeOnFail, 'removeOnFail'),
+      tags: tagList(opts.tags),
+      lifo: lifoFlag(opts.lifo),
     };
   }
 
@@ -316,8 +404,13 @@ export class Queue<D = unknown, R = unknown> {
 
   private async admit(jobs: Admission[]): Promise<{ id: string; status: EnqueueStatus }[]> {
     const argv: string[] = [this.keys.prefix];
+    // Plain jobs travel as 9-field tuples; a call with any job of its own retention, tags or
+    // lifo announces the 13-field form with '#13'.
+    const wide = jobs.some(extended);
+    if (wide) argv.push('#13');
     for (const j of jobs) {
       argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff, j.dedupeKey, j.dedupeSpec);
+      if (wide) argv.push(j.retainCompleted, j.retainDead, j.tags, j.lifo);
     }
     const reply = (await this.run('enqueue', argv)) as (number | string)[];
     return reply.map((r, i) => admitted(jobs[i]!.id, r, 'enqueued'));
@@ -382,8 +475,16 @@ export class Queue<D = unknown, R = unknown> {
   ): Promise<{ id: string; status: ScheduleStatus }> {
     this.connector.assertOpen();
     const j = this.admission(data, opts);
+    if (j.lifo !== '') {
+      throw new EchoMQError(
+        'EMQINPUT',
+        'lifo applies to enqueue: a scheduled job is released by its priority',
+      );
+    }
     const argv = [j.id, j.payload, mode, value, j.priority, j.group, j.name, j.max, j.backoff];
-    const reply = await this.run('schedule', [...argv, j.dedupeKey, j.dedupeSpec], j.id);
+    argv.push(j.dedupeKey, j.dedupeSpec);
+    if (extended(j)) argv.push(j.retainCompleted, j.retainDead, j.tags);
+    const reply = await this.run('schedule', argv, j.id);
     return admitted(j.id, reply, 'scheduled');
   }
 
@@ -783,6 +884,7 @@ export function jobView<D, R>(id: string, row: Record<string, string>): JobView<
       : { message: row.last_error };
   }
   if (row.progress !== undefined) view.progress = parseMaybe(row.progress);
+  if (row.tags) view.tags = row.tags.split(',');
   const runAt = num(row.runat);
   if (runAt !== undefined) view.runAt = runAt;
   const started = num(row.started);

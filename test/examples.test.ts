@@ -41,6 +41,10 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
       'from line 2: row c: ok',
     ],
   ],
+  [
+    'examples/job-options.ts',
+    ['tagged billing: invoice', 'ran: ping, invoice, breaking, old news', 'completed kept: 3'],
+  ],
   ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
   // Shown in the README's "Recurring jobs" section, which follows "Flow control".
   [

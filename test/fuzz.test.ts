@@ -265,6 +265,13 @@ const enqueueOpts: fc.Arbitrary<unknown> = fc.oneof(
       attempts: hostile,
       backoff,
       dedupe,
+      removeOnComplete: fc.oneof(
+        hostile,
+        fc.record({ count: hostile, ageMs: hostile }, { requiredKeys: [] }),
+      ),
+      removeOnFail: hostile,
+      tags: fc.oneof(hostile, fc.array(hostileString, { maxLength: 12 })),
+      lifo: hostile,
     },
     { requiredKeys: [] },
   ),
@@ -763,7 +770,25 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
   );
   return {
     hello: fc.tuple(field(PROTOCOL_VERSION, '2')),
-    enqueue: fc.tuple(prefix, times(tuple9, 1, 2)).map(([p, rest]) => [p, ...rest]),
+    enqueue: fc.oneof(
+      fc.tuple(prefix, times(tuple9, 1, 2)).map(([p, rest]) => [p, ...rest]),
+      fc
+        .tuple(
+          prefix,
+          times(
+            fc.tuple(
+              tuple9,
+              field('', '0:-1', '5:100', '-1:x'),
+              field('', '1:1'),
+              field('', 'a,b'),
+              field('', '1'),
+            ),
+            1,
+            2,
+          ),
+        )
+        .map(([p, rest]) => [p, '#13', ...rest.flat()]),
+    ),
     flow_add: fc
       .tuple(
         prefix,

@@ -24,3 +24,22 @@ local function trim(p, set, keep, age, now, window)
     remember(p, ended, now, window)
   end
 end
+
+-- A job's own retention, kept on its row as '<count>:<age_ms>' (retain_completed, retain_dead;
+-- -1 = no such bound) and applied by the call that ends it: count 0 deletes the job at once
+-- (it never stays in the set); otherwise the set is trimmed by these bounds too, beside the
+-- queue's. An absent or malformed spec does nothing.
+local function retain(p, set, id, spec, now, window)
+  local count, age = string.match(spec or '', '^(%-?%d+):(%-?%d+)$')
+  count, age = tonumber(count), tonumber(age)
+  if not count or not age then return end
+  if count == 0 then
+    local jk = p .. 'job:' .. id
+    redis.call('ZREM', set, id)
+    redis.call('DEL', jk, jk .. ':results', jk .. ':logs')
+    remember(p, { now, id }, now, window)
+    return
+  end
+  if count > 0 then trim(p, set, count, -1, now, window) end
+  if age >= 0 then trim(p, set, 9007199254740991, age, now, window) end
+end

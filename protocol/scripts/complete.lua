@@ -199,6 +199,25 @@ local function trim(p, set, keep, age, now, window)
     remember(p, ended, now, window)
   end
 end
+
+-- A job's own retention, kept on its row as '<count>:<age_ms>' (retain_completed, retain_dead;
+-- -1 = no such bound) and applied by the call that ends it: count 0 deletes the job at once
+-- (it never stays in the set); otherwise the set is trimmed by these bounds too, beside the
+-- queue's. An absent or malformed spec does nothing.
+local function retain(p, set, id, spec, now, window)
+  local count, age = string.match(spec or '', '^(%-?%d+):(%-?%d+)$')
+  count, age = tonumber(count), tonumber(age)
+  if not count or not age then return end
+  if count == 0 then
+    local jk = p .. 'job:' .. id
+    redis.call('ZREM', set, id)
+    redis.call('DEL', jk, jk .. ':results', jk .. ':logs')
+    remember(p, { now, id }, now, window)
+    return
+  end
+  if count > 0 then trim(p, set, count, -1, now, window) end
+  if age >= 0 then trim(p, set, 9007199254740991, age, now, window) end
+end
 -- <<< lib/retention.lua
 -- >>> lib/dedupe.lua
 -- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
@@ -591,7 +610,7 @@ local after = {} -- completed jobs with a lane, a dedupe lock or a flow parent t
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
-  local row = redis.call('HMGET', jk, 'state', 'token', 'group', 'dedupe', 'parent')
+  local row = redis.call('HMGET', jk, 'state', 'token', 'group', 'dedupe', 'parent', 'retain_completed')
   if row[1] == 'completed' and row[2] == ARGV[i + 1] then
     -- The same acknowledgement again (a client resent it after a lost reply): already done.
     statuses[#statuses + 1] = 'OK'
@@ -606,7 +625,7 @@ for i = 4, #ARGV, 3 do
     else
       redis.call('HSET', jk, 'state', 'completed', 'finished', now)
     end
-    if row[3] or row[4] or row[5] then after[#after + 1] = { id, row, ARGV[i + 2] } end
+    if row[3] or row[4] or row[5] or row[6] then after[#after + 1] = { id, row, ARGV[i + 2] } end
     statuses[#statuses + 1] = 'OK'
     done = done + 1
   end
@@ -629,6 +648,9 @@ if done > 0 then
   redis.call('PEXPIRE', stats, 7200000)
 end
 trim(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now, ids_window(s[4]))
+for _, a in ipairs(after) do -- the jobs' own retention
+  if a[2][6] then retain(p, K.completed, a[1], a[2][6], now, ids_window(s[4])) end
+end
 if woke then wake(K) end
 local jobs, wid, wait, head = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax)
 return { statuses, jobs, wid, wait, now, head }

@@ -256,25 +256,51 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
+-- A job's own retention spec: '' or '<count>:<age_ms>', each a whole number >= -1.
+local function retain_ok(spec)
+  if spec == '' then return true end
+  local c, a = string.match(spec, '^(%-?%d+):(%-?%d+)$')
+  return c ~= nil and whole(c, -1) ~= nil and whole(a, -1) ~= nil
+end
+
+-- LIFO: a score just below the priority, lower for each newer LIFO job (meta lifo_seq / 2^33),
+-- so it is claimed before the jobs of its priority that wait already and after every lower
+-- priority. Exact while the priority is below 2^19 and for the first 2^33 LIFO jobs.
+local function lifo_score(K, prio)
+  local seq = redis.call('HINCRBY', K.meta, 'lifo_seq', 1) % 8589934592
+  return tonumber(prio) - seq / 8589934592
+end
+
 if #ARGV < 8 then return refuse('enqueue', 'the prefix, then 9 (or 7) fields per job') end
 local p = ARGV[1]
 local K = { pending = KEYS[1], events = KEYS[2], wake = KEYS[3], meta = KEYS[4], ring = KEYS[5] }
--- Width 9 unless only 7 fits: where both fit, the second tuple's id (ARGV[11]) decides.
-local w = 7
-if (#ARGV - 1) % 9 == 0 and ((#ARGV - 1) % 7 ~= 0 or string.sub(ARGV[11], 1, 3) == 'JOB') then w = 9 end
-if (#ARGV - 1) % w ~= 0 then
-  return redis.error_reply('EMQINPUT enqueue takes the prefix, then 9 (or 7) fields per job')
+-- The marker '#13' (never a job id) after the prefix announces 13-field tuples: the 9 fields,
+-- then retain_completed retain_dead tags lifo. Else width 9 unless only 7 fits: where both fit,
+-- the second tuple's id (ARGV[11]) decides.
+local first, w = 2, 7 -- the ARGV index of the first tuple, and the tuple width
+if ARGV[2] == '#13' then
+  first, w = 3, 13
+elseif (#ARGV - 1) % 9 == 0 and ((#ARGV - 1) % 7 ~= 0 or string.sub(ARGV[11], 1, 3) == 'JOB') then
+  w = 9
 end
-local n = (#ARGV - 1) / w
+if (#ARGV - first + 1) % w ~= 0 or #ARGV < first + w - 1 then
+  return redis.error_reply('EMQINPUT enqueue takes the prefix, then 9 (or 7) fields per job, or #13 and 13')
+end
+local n = (#ARGV - first + 1) / w
 for i = 0, n - 1 do
-  if string.sub(ARGV[2 + i * w], 1, 3) ~= 'JOB' then
+  local b = first + i * w
+  if string.sub(ARGV[b], 1, 3) ~= 'JOB' then
     return redis.error_reply('EMQKIND job id must be JOB-namespaced')
   end
-  if not whole(ARGV[4 + i * w], 0) or (ARGV[7 + i * w] ~= '' and not whole(ARGV[7 + i * w], 1)) then
+  if not whole(ARGV[b + 2], 0) or (ARGV[b + 5] ~= '' and not whole(ARGV[b + 5], 1)) then
     return refuse('enqueue', 'a priority that is a whole number >= 0 and a max that is empty or >= 1')
   end
-  if w == 9 and ARGV[9 + i * w] ~= '' and not dedupe_spec(ARGV[10 + i * w]) then
+  if w >= 9 and ARGV[b + 7] ~= '' and not dedupe_spec(ARGV[b + 8]) then
     return redis.error_reply('EMQINPUT dedupe_spec must be throttle or debounce, optionally :<ttl_ms>')
+  end
+  if w == 13 and (not retain_ok(ARGV[b + 9]) or not retain_ok(ARGV[b + 10])
+      or (ARGV[b + 12] ~= '' and ARGV[b + 12] ~= '1')) then
+    return refuse('enqueue', "retain specs '' or <count>:<age_ms> (whole numbers >= -1) and lifo '' or '1'")
   end
 end
 local t = redis.call('TIME')
@@ -294,13 +320,13 @@ local added, names = {}, {} -- one added entry per call when every job shares it
 -- one in step with them, so a reader never sees a kept id before it was added.
 local batched = true
 for i = 0, n - 1 do
-  if w == 9 and ARGV[9 + i * w] ~= '' then batched = false end
+  if w >= 9 and ARGV[first + i * w + 7] ~= '' then batched = false end
 end
 for i = 0, n - 1 do
-  local b = 2 + i * w
+  local b = first + i * w
   local id, prio, group, name = ARGV[b], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local jk = p .. 'job:' .. id
-  local dkey, mode, ttl = w == 9 and ARGV[b + 7] or '', nil, nil
+  local dkey, mode, ttl = w >= 9 and ARGV[b + 7] or '', nil, nil
   if dkey ~= '' then mode, ttl = dedupe_spec(ARGV[b + 8]) end
   if known[id] or redis.call('EXISTS', jk) == 1 then
     out[i + 1] = 0
@@ -317,8 +343,15 @@ for i = 0, n - 1 do
     if name ~= '' then row[#row + 1], row[#row + 2] = 'name', name end
     if ARGV[b + 5] ~= '' then row[#row + 1], row[#row + 2] = 'max', ARGV[b + 5] end
     if ARGV[b + 6] ~= '' then row[#row + 1], row[#row + 2] = 'backoff', ARGV[b + 6] end
+    local score = prio
+    if w == 13 then
+      if ARGV[b + 9] ~= '' then row[#row + 1], row[#row + 2] = 'retain_completed', ARGV[b + 9] end
+      if ARGV[b + 10] ~= '' then row[#row + 1], row[#row + 2] = 'retain_dead', ARGV[b + 10] end
+      if ARGV[b + 11] ~= '' then row[#row + 1], row[#row + 2] = 'tags', ARGV[b + 11] end
+      if ARGV[b + 12] == '1' then score = lifo_score(K, prio) end
+    end
     redis.call('HSET', jk, unpack(row))
-    if release(p, K, id, group, prio, true) then woke = true end
+    if release(p, K, id, group, score, true) then woke = true end
     if not group and was_empty then woke = true end
     if batched then
       added[#added + 1] = id

@@ -159,6 +159,25 @@ local function trim(p, set, keep, age, now, window)
     remember(p, ended, now, window)
   end
 end
+
+-- A job's own retention, kept on its row as '<count>:<age_ms>' (retain_completed, retain_dead;
+-- -1 = no such bound) and applied by the call that ends it: count 0 deletes the job at once
+-- (it never stays in the set); otherwise the set is trimmed by these bounds too, beside the
+-- queue's. An absent or malformed spec does nothing.
+local function retain(p, set, id, spec, now, window)
+  local count, age = string.match(spec or '', '^(%-?%d+):(%-?%d+)$')
+  count, age = tonumber(count), tonumber(age)
+  if not count or not age then return end
+  if count == 0 then
+    local jk = p .. 'job:' .. id
+    redis.call('ZREM', set, id)
+    redis.call('DEL', jk, jk .. ':results', jk .. ':logs')
+    remember(p, { now, id }, now, window)
+    return
+  end
+  if count > 0 then trim(p, set, count, -1, now, window) end
+  if age >= 0 then trim(p, set, 9007199254740991, age, now, window) end
+end
 -- <<< lib/retention.lua
 -- >>> lib/dedupe.lua
 -- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
@@ -357,7 +376,7 @@ local p, id = ARGV[1], ARGV[2]
 local K = { job = KEYS[1], active = KEYS[2], schedule = KEYS[3], dead = KEYS[4], cancelled = KEYS[5],
   events = KEYS[6], wake = KEYS[7], meta = KEYS[8], ring = KEYS[9], pending = KEYS[10] }
 local row = redis.call('HMGET', K.job, 'state', 'token', 'attempts', 'max', 'group', 'cancel', 'prio',
-  'dedupe', 'parent')
+  'dedupe', 'parent', 'retain_dead')
 if not row[1] then return redis.error_reply('EMQNOJOB no job ' .. id) end
 if row[1] ~= 'active' or row[2] ~= ARGV[3] then
   return redis.error_reply('EMQLEASE lease token is stale: the job was recovered or finished elsewhere')
@@ -422,6 +441,7 @@ end
 if reply ~= 'retry' then
   if row[8] then dedupe_release(p, row[8], id) end
   if row[9] and child_ended(p, K, row[9], id, reply, '', now, emax) then woke = true end
+  if reply == 'dead' and row[10] then retain(p, K.dead, id, row[10], now, ids_window(s[4])) end -- its own
 end
 if woke then wake(K) end
 return reply

@@ -1,6 +1,7 @@
 -- schedule: admit a job fenced out of pending until its run-at score (the seeds' @schedule).
 -- KEYS: job schedule events wake meta
--- ARGV: id payload mode value [priority group name max backoff dedupe_key dedupe_spec]
+-- ARGV: id payload mode value [priority group name max backoff dedupe_key dedupe_spec
+--   retain_completed retain_dead tags] (the last three as in enqueue's 13-field tuples)
 --   mode 'at': value is the absolute run-at ms; mode 'in': value is a delay in ms added to
 --   the SERVER clock (TIME), never the caller's. The bracketed fields are as in enqueue.
 -- REPLY: 1 scheduled, 0 duplicate (the id exists, or ended within the idempotency window:
@@ -224,6 +225,12 @@ if #ARGV < 4 or not whole(ARGV[4], -9007199254740991) or (ARGV[5] and ARGV[5] ~=
   return refuse('schedule', 'id payload mode value [priority group name max backoff dedupe_key dedupe_spec]; '
     .. 'value and priority whole numbers, priority >= 0, max empty or >= 1')
 end
+for i = 12, 13 do
+  local c, a = string.match(ARGV[i] or '', '^(%-?%d+):(%-?%d+)$')
+  if ARGV[i] and ARGV[i] ~= '' and not (c and whole(c, -1) and whole(a, -1)) then
+    return refuse('schedule', "retain specs '' or <count>:<age_ms> (whole numbers >= -1)")
+  end
+end
 if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
@@ -269,6 +276,9 @@ if group ~= '' then redis.call('HSET', KEYS[1], 'group', group) end
 if name ~= '' then redis.call('HSET', KEYS[1], 'name', name) end
 if ARGV[8] and ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'max', ARGV[8]) end
 if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'backoff', ARGV[9]) end
+for i, field in ipairs({ 'retain_completed', 'retain_dead', 'tags' }) do
+  if ARGV[11 + i] and ARGV[11 + i] ~= '' then redis.call('HSET', KEYS[1], field, ARGV[11 + i]) end
+end
 redis.call('ZADD', KEYS[2], score, ARGV[1])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', ARGV[1], 'name', name,
   'at', score)

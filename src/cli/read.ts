@@ -60,10 +60,11 @@ export function registerReads(program: Command): void {
     .option('--limit <n>', 'jobs per page (1-1000)', wholeArg(1, 1000), 20)
     .option('--offset <n>', 'jobs to skip', wholeArg(0), 0)
     .option('--group <group>', 'with --state pending: only this lane')
+    .option('--tag <tag>', 'only jobs with this tag')
     .action(
       async (
         queue: string,
-        opts: { state: JobState; limit: number; offset: number; group?: string },
+        opts: { state: JobState; limit: number; offset: number; group?: string; tag?: string },
         cmd: Command,
       ) => {
         const g = globals(cmd);
@@ -79,16 +80,19 @@ export function registerReads(program: Command): void {
             offset: opts.offset,
             limit: opts.limit,
             ...(opts.group === undefined ? {} : { group: opts.group }),
+            ...(opts.tag === undefined ? {} : { tag: opts.tag }),
           });
           if (g.json) return printJson({ ...page, offset: opts.offset, limit: opts.limit });
-          const where = `${opts.state}${opts.group ? ` in lane ${opts.group}` : ''}`;
+          const where = `${opts.state}${opts.group ? ` in lane ${opts.group}` : ''}${opts.tag ? ` tagged ${opts.tag}` : ''}`;
           if (page.jobs.length === 0) {
             return write(
               `no ${where} jobs in queue ${queue}${page.total > 0 ? ` past offset ${opts.offset}` : ''}`,
             );
           }
           const last = opts.offset + page.jobs.length;
-          write(`${where}: ${opts.offset + 1}-${last} of ${page.total}`);
+          write(
+            `${where}: ${opts.offset + 1}-${last} of ${page.total}${page.partial ? ' (of the first 10000 read)' : ''}`,
+          );
           write(jobsTable(opts.state, page.jobs));
           if (last < page.total) write(`next page: --offset ${last}`);
         });

@@ -187,6 +187,7 @@ export const DASHBOARD_JS = String.raw`(function () {
     var queue = body.getAttribute('data-queue');
     var state = body.getAttribute('data-state');
     var lane = body.getAttribute('data-lane');
+    var tag = body.getAttribute('data-tag');
     var offset = body.getAttribute('data-offset') || '0';
     var limit = body.getAttribute('data-limit') || '25';
     var self = body.getAttribute('data-self');
@@ -212,7 +213,7 @@ export const DASHBOARD_JS = String.raw`(function () {
       return tr;
     }
     var refresh = throttle(function () {
-      var qs = '?state=' + enc(state) + '&offset=' + enc(offset) + '&limit=' + enc(limit) + (lane ? '&lane=' + enc(lane) : '');
+      var qs = '?state=' + enc(state) + '&offset=' + enc(offset) + '&limit=' + enc(limit) + (lane ? '&lane=' + enc(lane) : '') + (tag ? '&tag=' + enc(tag) : '');
       Promise.all([api('/api/queues/' + enc(queue) + '/stats'), api('/api/queues/' + enc(queue) + '/jobs' + qs)])
         .then(function (r) {
           var stats = r[0], page = r[1];

@@ -210,6 +210,8 @@ export interface QueuePageView {
   stats: QueueStats;
   state: JobState;
   lane: string | undefined;
+  /** Only jobs with this tag (?tag=). */
+  tag?: string | undefined;
   offset: number;
   limit: number;
   total: number;
@@ -235,6 +237,7 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
   const self = href(ctx, `/queues/${q(name)}`, {
     state: v.state,
     lane: v.lane,
+    tag: v.tag,
     offset: v.offset || undefined,
   });
   const tabs = JOB_STATES.map((st) => {
@@ -252,11 +255,11 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
   const to = v.offset + v.jobs.length;
   const prev =
     v.offset > 0
-      ? `<a class="btn" rel="prev" href="${esc(href(ctx, `/queues/${q(name)}`, { state: v.state, lane: v.lane, offset: Math.max(0, v.offset - v.limit) || undefined }))}">← newer</a>`
+      ? `<a class="btn" rel="prev" href="${esc(href(ctx, `/queues/${q(name)}`, { state: v.state, lane: v.lane, tag: v.tag, offset: Math.max(0, v.offset - v.limit) || undefined }))}">← newer</a>`
       : '';
   const next =
     to < v.total
-      ? `<a class="btn" rel="next" href="${esc(href(ctx, `/queues/${q(name)}`, { state: v.state, lane: v.lane, offset: v.offset + v.limit }))}">older →</a>`
+      ? `<a class="btn" rel="next" href="${esc(href(ctx, `/queues/${q(name)}`, { state: v.state, lane: v.lane, tag: v.tag, offset: v.offset + v.limit }))}">older →</a>`
       : '';
   const retryAll =
     v.state === 'dead' && v.lane === undefined
@@ -286,7 +289,8 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
           )
           .join('')}</tbody></table>`;
   const r = stats.rates;
-  const heading = v.lane === undefined ? v.state : `pending in lane ${v.lane}`;
+  const heading = `${v.lane === undefined ? v.state : `pending in lane ${v.lane}`}${v.tag ? ` tagged ${v.tag}` : ''}`;
+  const tagFilter = `<form class="tag-filter" method="get" action="${esc(href(ctx, `/queues/${q(name)}`))}"><input type="hidden" name="state" value="${esc(v.state)}">${v.lane ? `<input type="hidden" name="lane" value="${esc(v.lane)}">` : ''}<input name="tag" placeholder="tag" value="${esc(v.tag ?? '')}" aria-label="only jobs with this tag"><button class="btn" type="submit">Filter</button></form>`;
   return layout(ctx, {
     title: name,
     page: 'queue',
@@ -294,6 +298,7 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
       queue: name,
       state: v.state,
       lane: v.lane,
+      tag: v.tag,
       offset: String(v.offset),
       limit: String(v.limit),
       self,
@@ -304,7 +309,7 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
 <section class="card"><h2>Throughput, last 60 minutes</h2><p class="stats"><span data-stat="completedLastHour">${r.completedLastHour}</span> completed · <span data-stat="failedLastHour">${r.failedLastHour}</span> failed attempts · failure rate <span data-stat="failureRate">${(r.failureRate * 100).toFixed(1)}</span>%</p><div class="chart-box" data-chart="${esc(name)}">${throughputSvg(r.perMinute, name)}</div></section>
 <nav class="tabs" aria-label="states">${tabs}</nav>
 ${laneTabs ? `<nav class="tabs lanes" aria-label="lanes"><span class="tabs-label">lanes:</span>${laneTabs}</nav>` : ''}
-<section class="card"><div class="toolbar"><h2>${esc(heading)}</h2>${retryAll}</div>
+<section class="card"><div class="toolbar"><h2>${esc(heading)}</h2>${tagFilter}${retryAll}</div>
 <table class="grid" id="jobs"><thead><tr><th>id</th><th>name</th><th>state</th><th class="num">attempts</th><th>lane</th><th>created</th><th>ran / ends</th><th>error</th><th></th></tr></thead><tbody>${rows}</tbody></table>
 ${v.jobs.length === 0 ? '<p class="empty" id="jobs-empty">No jobs here.</p>' : ''}
 <div class="pager"><span id="jobs-range">${from}–${to} of ${v.total}</span>${prev}${next}</div></section>
@@ -363,6 +368,7 @@ export function jobPage(ctx: PageContext, queue: string, job: JobDetail): string
 ${row('name', 'job-name', esc(job.name ?? '—'))}
 ${row('lane', 'job-group', esc(job.group ?? '—'))}
 ${row('priority', 'job-priority', esc(job.priority ?? '—'))}
+${row('tags', 'job-tags', esc(job.tags?.join(', ') ?? '—'))}
 ${row('attempts', 'job-attempts', esc(`${job.attempts} / ${job.maxAttempts}`))}
 ${row('stalled', 'job-stalled', esc(job.stalled))}
 ${row('cancel requested', 'job-cancel', job.cancelRequested ? 'yes' : 'no')}

@@ -188,18 +188,20 @@ function stateParam(value: string | null, fallback: JobState): JobState {
   return value as JobState;
 }
 
-/** A page of jobs as ?state, ?lane (pending only), ?offset and ?limit ask. */
+/** A page of jobs as ?state, ?lane (pending only), ?tag, ?offset and ?limit ask. */
 async function jobsPage(p: Parts, name: string, query: URLSearchParams) {
   const lane = query.get('lane') || undefined;
+  const tag = query.get('tag') || undefined;
   const state = lane === undefined ? stateParam(query.get('state'), 'pending') : 'pending';
   const offset = wholeParam(query.get('offset'), 'offset', 0, Number.MAX_SAFE_INTEGER);
   const limit = Math.max(1, wholeParam(query.get('limit'), 'limit', PAGE_SIZE, MAX_PAGE_SIZE));
-  const page = await p.inspector.jobs(
-    name,
-    state,
-    lane === undefined ? { offset, limit } : { offset, limit, group: lane },
-  );
-  return { state, lane, offset, limit, total: page.total, jobs: page.jobs };
+  const page = await p.inspector.jobs(name, state, {
+    offset,
+    limit,
+    ...(lane === undefined ? {} : { group: lane }),
+    ...(tag === undefined ? {} : { tag }),
+  });
+  return { state, lane, tag, offset, limit, total: page.total, jobs: page.jobs };
 }
 
 async function queueView(c: { p: Parts; queue: string; query: URLSearchParams }) {

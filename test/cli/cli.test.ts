@@ -403,6 +403,11 @@ describe('retry, cancel, remove, pause, resume, clean, enqueue', CHILD_PROCESSES
     const job = await cli(['job', q.name, id]);
     expect(job.stdout).toContain('logs (3 lines; all of them: echomq logs)\n  line 1\n  line 2\n  line 3');
     expect((await cli(['logs', q.name, 'JOBnope'])).code).toBe(2);
+    const vip = await q.enqueue({}, { tags: ['vip'] });
+    await q.enqueue({});
+    const tagged = await cli(['jobs', q.name, '--state', 'pending', '--tag', 'vip']);
+    expect(tagged.stdout).toContain('pending tagged vip: 1-1 of 1');
+    expect(tagged.stdout).toContain(vip.id);
   });
 
   it('drain and obliterate ask first (refusing without --yes off a terminal), then empty the queue', async () => {
