@@ -498,7 +498,9 @@ describe.skipIf(!HAS_CHROMIUM)(
         .toBe('completed');
       expect(await page.evaluate(() => (globalThis as unknown as { stayed?: boolean }).stayed)).toBe(true);
       await expect.poll(() => page.locator('#job-result').textContent()).toContain('"charged": 42');
-      expect(await page.locator('#job-actions form[action$="/retry"]:not([hidden])').count()).toBe(0);
+      // A completed job can be run again (retry re-runs it) but no longer cancelled.
+      expect(await page.locator('#job-actions form[action$="/retry"]:not([hidden])').count()).toBe(1);
+      expect(await page.locator('#job-actions form[action$="/cancel"]:not([hidden])').count()).toBe(0);
       expect(await page.locator('#job-history li').allTextContents()).toEqual(
         expect.arrayContaining([expect.stringContaining('completed')]),
       );
