@@ -309,7 +309,7 @@ local m = redis.call('HMGET', K.meta, 'events_max', 'keep_ids_ms')
 local emax = m[1] or '10000'
 -- Ids that ended within the idempotency window (their rows deleted since) are duplicates too.
 local ids = {}
-for i = 0, n - 1 do ids[i + 1] = ARGV[2 + i * w] end
+for i = 0, n - 1 do ids[i + 1] = ARGV[first + i * w] end
 local known = remembered(p, ids, now, ids_window(m[2]))
 -- Claimable work goes from none to some at most once per call: check pending once, not per job.
 local woke = false
