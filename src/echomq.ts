@@ -9,7 +9,15 @@ import { detectNativeCommands } from './wire/native-module.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
 
-const CONNECT_OPTIONS = ['url', 'redis', 'redisOptions', 'module', 'defaultAttempts', 'maxPayloadBytes'];
+const CONNECT_OPTIONS = [
+  'url',
+  'redis',
+  'redisOptions',
+  'module',
+  'defaultAttempts',
+  'maxPayloadBytes',
+  'durability',
+];
 
 export class EchoMQ {
   private readonly queues = new Map<string, Queue<never, never>>();

@@ -68,6 +68,7 @@ export {
   type UpsertStatus,
 } from './recurring/schedulers.js';
 export type { ConnectOptions, RedisClient } from './wire/connector.js';
+export type { Durability } from './wire/durability.js';
 export { PROTOCOL_VERSION } from './wire/keyspace.js';
 export type { EngineClock } from './wire/memory/clock.js';
 export { type ModuleMode, NATIVE_COMMANDS } from './wire/native-module.js';

@@ -16,6 +16,7 @@ import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
 import { type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
 import type { Connector } from './wire/connector.js';
+import { type Durability, durabilityOf, type Replication } from './wire/durability.js';
 import { assertName, Keyspace, PROTOCOL_VERSION } from './wire/keyspace.js';
 import { type Script, type ScriptName, script } from './wire/scripts.js';
 
@@ -65,6 +66,11 @@ export interface EnqueueOptions {
   tags?: readonly string[];
   /** Claimed before the jobs of its priority that wait already (last in, first out). enqueue only. */
   lifo?: boolean;
+  /**
+   * Resolve only once this many replicas have the job (WAIT), else fail with EMQDURABILITY;
+   * false: not for this call. Default: connect's `durability`. Not for jobs inside flows.
+   */
+  durability?: Durability | false;
 }
 
 /** A job's own retention: true (delete at once), a count to keep, or { count, ageMs }. */
@@ -295,6 +301,7 @@ export class Queue<D = unknown, R = unknown> {
   private readonly started = new Set<Consumer<D, R>>();
   private batch: {
     job: Admission;
+    durability: Replication | undefined;
     resolve: (r: { id: string; status: EnqueueStatus }) => void;
     reject: (e: unknown) => void;
   }[] = [];
@@ -311,7 +318,12 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /** Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key. */
-  async run(name: ScriptName, argv: readonly (string | number)[], jobId?: string): Promise<unknown> {
+  async run(
+    name: ScriptName,
+    argv: readonly (string | number)[],
+    jobId?: string,
+    durability?: Replication,
+  ): Promise<unknown> {
     this.connector.assertOpen();
     if (!this.hello) {
       const hello = script('hello');
@@ -332,7 +344,15 @@ export class Queue<D = unknown, R = unknown> {
       keys = s.keys.map((k) => this.keys.key(k, jobId));
       if (jobId === undefined) this.keyCache.set(name, keys);
     }
-    return this.connector.run(s, keys, argv);
+    return this.connector.run(s, keys, argv, durability);
+  }
+
+  /** A call's `durability` option, the connection's default when absent. */
+  durabilityFor(value: unknown, where: string): Replication | undefined {
+    if (value === undefined) return this.connector.durability;
+    const d = durabilityOf(value, where);
+    if (d) this.connector.requireReplicas();
+    return d;
   }
 
   // ── admission ───────────────────────────────────────────────────────────────
@@ -377,10 +397,16 @@ export class Queue<D = unknown, R = unknown> {
    */
   async enqueue(data: D, opts?: EnqueueOptions): Promise<{ id: string; status: EnqueueStatus }> {
     this.connector.assertOpen();
-    const job = this.admission(data, opts);
+    const { job, durability } = this.admitOptions(data, opts);
     return new Promise<{ id: string; status: EnqueueStatus }>((resolve, reject) => {
-      if (this.batch.push({ job, resolve, reject }) === 1) process.nextTick(() => this.flush());
+      if (this.batch.push({ job, durability, resolve, reject }) === 1) process.nextTick(() => this.flush());
     });
+  }
+
+  /** One job's admission and the durability its call asks for (an option of the call, not the job). */
+  private admitOptions(data: D, opts: EnqueueOptions | undefined) {
+    const { durability, ...rest } = optionsObject(opts, 'enqueue options');
+    return { job: this.admission(data, rest), durability: this.durabilityFor(durability, 'enqueue') };
   }
 
   private flush(): void {
@@ -388,10 +414,22 @@ export class Queue<D = unknown, R = unknown> {
     this.batch = [];
     // A large tick's worth goes as two calls: Redis runs one while the replies of the other
     // let callers add the next jobs (one call would leave one side idle each round trip).
+    // Calls that ask for replicas travel apart from those that do not (one WAIT per batch).
+    const durable = batch.filter((b) => b.durability);
+    if (durable.length > 0 && durable.length < batch.length) {
+      this.batch = batch.filter((b) => !b.durability);
+      this.flush();
+      this.batch = durable;
+      this.flush();
+      return;
+    }
     const size = batch.length >= 64 ? Math.min(CHUNK, Math.ceil(batch.length / 2)) : CHUNK;
     for (let i = 0; i < batch.length; i += size) {
       const part = batch.slice(i, i + size);
-      this.admit(part.map((b) => b.job)).then(
+      this.admit(
+        part.map((b) => b.job),
+        strictest(part.map((b) => b.durability)),
+      ).then(
         (statuses) => {
           for (const [j, b] of part.entries()) b.resolve(statuses[j]!);
         },
@@ -402,7 +440,10 @@ export class Queue<D = unknown, R = unknown> {
     }
   }
 
-  private async admit(jobs: Admission[]): Promise<{ id: string; status: EnqueueStatus }[]> {
+  private async admit(
+    jobs: Admission[],
+    durability?: Replication,
+  ): Promise<{ id: string; status: EnqueueStatus }[]> {
     const argv: string[] = [this.keys.prefix];
     // Plain jobs travel as 9-field tuples; a call with any job of its own retention, tags or
     // lifo announces the 13-field form with '#13'.
@@ -412,7 +453,7 @@ export class Queue<D = unknown, R = unknown> {
       argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff, j.dedupeKey, j.dedupeSpec);
       if (wide) argv.push(j.retainCompleted, j.retainDead, j.tags, j.lifo);
     }
-    const reply = (await this.run('enqueue', argv)) as (number | string)[];
+    const reply = (await this.run('enqueue', argv, undefined, durability)) as (number | string)[];
     return reply.map((r, i) => admitted(jobs[i]!.id, r, 'enqueued'));
   }
 
@@ -422,8 +463,14 @@ export class Queue<D = unknown, R = unknown> {
    */
   async enqueueMany(
     items: readonly { data: D; opts?: EnqueueOptions }[],
+    options?: { durability?: Durability | false },
   ): Promise<{ id: string; status: EnqueueStatus }[]> {
     this.connector.assertOpen();
+    const { durability: asked, ...unknown } = optionsObject(options, 'enqueueMany options');
+    for (const key of Object.keys(unknown)) {
+      throw new EchoMQError('EMQINPUT', `unknown enqueueMany option "${key}"; known: durability`);
+    }
+    const durability = this.durabilityFor(asked, 'enqueueMany');
     if (!Array.isArray(items)) {
       throw new EchoMQError('EMQINPUT', 'enqueueMany takes an array of { data, opts? }');
     }
@@ -441,7 +488,7 @@ export class Queue<D = unknown, R = unknown> {
         const start = next;
         next += CHUNK;
         const part = jobs.slice(start, start + CHUNK);
-        const statuses = await this.admit(part);
+        const statuses = await this.admit(part, durability);
         for (const j of part.keys()) out[start + j] = statuses[j]!;
       }
     };
@@ -474,7 +521,7 @@ export class Queue<D = unknown, R = unknown> {
     opts?: EnqueueOptions,
   ): Promise<{ id: string; status: ScheduleStatus }> {
     this.connector.assertOpen();
-    const j = this.admission(data, opts);
+    const { job: j, durability } = this.admitOptions(data, opts);
     if (j.lifo !== '') {
       throw new EchoMQError(
         'EMQINPUT',
@@ -484,7 +531,7 @@ export class Queue<D = unknown, R = unknown> {
     const argv = [j.id, j.payload, mode, value, j.priority, j.group, j.name, j.max, j.backoff];
     argv.push(j.dedupeKey, j.dedupeSpec);
     if (extended(j)) argv.push(j.retainCompleted, j.retainDead, j.tags);
-    const reply = await this.run('schedule', argv, j.id);
+    const reply = await this.run('schedule', argv, j.id, durability);
     return admitted(j.id, reply, 'scheduled');
   }
 
@@ -850,6 +897,16 @@ export class Queue<D = unknown, R = unknown> {
     const [recovered, dead] = (await this.run('sweep_stalled', argv)) as string[][];
     return { recovered: recovered!, dead: dead! };
   }
+}
+
+/** The most replicas any of a batch's calls asks for, and the longest wait; none when none asks. */
+function strictest(asked: (Replication | undefined)[]): Replication | undefined {
+  const some = asked.filter((a): a is Replication => a !== undefined);
+  if (some.length === 0) return undefined;
+  return {
+    replicas: Math.max(...some.map((a) => a.replicas)),
+    timeoutMs: Math.max(...some.map((a) => a.timeoutMs)),
+  };
 }
 
 function num(v: string | undefined): number | undefined {

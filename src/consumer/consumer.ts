@@ -22,6 +22,7 @@ import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
 import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES, logLine } from '../logs.js';
 import type { Queue } from '../queue.js';
 import type { RedisClient } from '../wire/connector.js';
+import type { Durability, Replication } from '../wire/durability.js';
 
 export type Recovery = 'reap' | 'stalled' | 'off';
 
@@ -51,6 +52,11 @@ export interface ConsumeOptions {
   maxLogLines?: number;
   /** Longest log line in bytes; a longer one is cut and marked. Default 1024. */
   maxLogLineBytes?: number;
+  /**
+   * Completions resolve only once this many replicas have them (WAIT); one not confirmed is
+   * sent again (a resent acknowledgement is idempotent). Default: connect's `durability`.
+   */
+  durability?: Durability | false;
 }
 
 /** The job as a handler sees it. */
@@ -197,6 +203,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   readonly extendMs: number;
   readonly beatMs: number;
   readonly recovery: Recovery;
+  /** The replicas every completion waits for (consume's or connect's `durability`), if any. */
+  readonly durability: Replication | undefined;
   readonly maxStalled: number;
   readonly promoteBatch: number;
   readonly ttlMs: number | undefined;
@@ -265,6 +273,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.extendMs = positive(opts.extendMs ?? Math.max(1, Math.floor(this.leaseMs / 3)), 'extendMs');
     this.beatMs = positive(opts.beatMs ?? 1000, 'beatMs');
     this.recovery = opts.recovery ?? 'reap';
+    this.durability = queue.durabilityFor(opts.durability, 'consume');
     if (!['reap', 'stalled', 'off'].includes(this.recovery)) {
       throw new EchoMQError(
         'EMQINPUT',
@@ -704,7 +713,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.reserved += n;
     let reply: [string[], ...ClaimReply];
     try {
-      reply = (await this.queue.run('complete', argv)) as [string[], ...ClaimReply];
+      reply = (await this.queue.run('complete', argv, undefined, this.durability)) as [
+        string[],
+        ...ClaimReply,
+      ];
     } catch (err) {
       this.reserved -= n;
       // Not acknowledged: keep the jobs held (their leases keep being extended) and retry.

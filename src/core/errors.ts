@@ -21,7 +21,8 @@ export type ErrorCode =
   | 'EMQJOBFAILED' // waitFor: the job ended dead
   | 'EMQNOSERVER' // no redis-server to talk to
   | 'EMQPROTOCOL' // a queue written by an incompatible protocol version
-  | 'EMQNOMODULE'; // connect({ module: 'require' }) on a server without the native module
+  | 'EMQNOMODULE' // connect({ module: 'require' }) on a server without the native module
+  | 'EMQDURABILITY'; // a write the replicas asked for did not confirm in time (durability)
 
 export class EchoMQError extends Error {
   override readonly name = 'EchoMQError';

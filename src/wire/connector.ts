@@ -4,6 +4,7 @@
 // observers (metrics and tests hook in here with observe(); callers add no timing of their own).
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
+import { type Durability, durabilityOf, ReplicatedWrites, type Replication } from './durability.js';
 import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
 import type { ModuleMode } from './native-module.js';
 import type { Script } from './scripts.js';
@@ -28,6 +29,12 @@ export interface ConnectOptions {
    * connect without it.
    */
   module?: ModuleMode;
+  /**
+   * Replicated acknowledgement (README "Reliability"): enqueue and complete resolve only once
+   * WAIT says `replicas` replicas have the write (within `timeoutMs`, default 1000), else fail
+   * with EMQDURABILITY. Off by default; per call too (enqueue options, consume options).
+   */
+  durability?: Durability | false;
 }
 
 /** Called after every script call: verb, duration in ms, and the error when it failed. */
@@ -40,6 +47,9 @@ export class Connector {
   /** Script name -> module command, for the scripts the server runs natively (set at connect). */
   readonly native = new Map<string, string>();
   moduleMode: ModuleMode = 'off';
+  /** The connection's default for enqueue and complete (connect's `durability`). */
+  durability: Replication | undefined;
+  private replicated: ReplicatedWrites | undefined;
 
   private constructor(
     readonly client: RedisClient,
@@ -49,6 +59,14 @@ export class Connector {
   ) {}
 
   static open(opts: ConnectOptions = {}): Connector {
+    const durability = durabilityOf(opts.durability, 'connect');
+    const connector = Connector.client(opts);
+    if (durability) connector.requireReplicas();
+    connector.durability = durability;
+    return connector;
+  }
+
+  private static client(opts: ConnectOptions): Connector {
     if (opts.redis && !isMemoryUrl(opts.url)) return new Connector(opts.redis, false);
     const url = opts.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
     if (isMemoryUrl(url)) {
@@ -89,15 +107,35 @@ export class Connector {
     for (const observer of this.observers) observer(name, ms, error);
   }
 
-  /** Runs a protocol script: EVALSHA first, the body once more on NOSCRIPT. */
-  async run(script: Script, keys: readonly string[], argv: readonly (string | number)[]): Promise<unknown> {
+  /** Replicated acknowledgement needs a server with replicas: not the memory engine, nor a Cluster. */
+  requireReplicas(): void {
+    if (this.memory || this.client.isCluster) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `durability needs one Redis primary with replicas (WAIT); ${this.memory ? 'the memory engine has none' : 'Redis Cluster is not supported for it yet'}`,
+      );
+    }
+  }
+
+  /**
+   * Runs a protocol script: EVALSHA first, the body once more on NOSCRIPT. With `durability`,
+   * over the replicated writes' own connection, resolving once WAIT confirms the replicas.
+   */
+  async run(
+    script: Script,
+    keys: readonly string[],
+    argv: readonly (string | number)[],
+    durability?: Replication,
+  ): Promise<unknown> {
     this.assertOpen();
     const started = this.observers.size > 0 ? performance.now() : undefined;
     try {
-      const command = this.native.get(script.name);
-      const reply = command
-        ? await this.runNative(command, script, keys, argv)
-        : await this.runScript(script, keys, argv);
+      const command = durability ? undefined : this.native.get(script.name);
+      const reply = durability
+        ? await this.replicatedWrites().run(script, keys, argv, durability)
+        : command
+          ? await this.runNative(command, script, keys, argv)
+          : await this.runScript(script, keys, argv);
       this.report(script.name, started);
       return reply;
     } catch (err) {
@@ -148,8 +186,14 @@ export class Connector {
   duplicate(): RedisClient {
     this.assertOpen();
     const dup = this.client.duplicate() as RedisClient;
+    dup.on('error', () => {}); // it reconnects by itself, as the client does
     this.extra.add(dup);
     return dup;
+  }
+
+  private replicatedWrites(): ReplicatedWrites {
+    this.replicated ??= new ReplicatedWrites(() => this.duplicate() as Redis);
+    return this.replicated;
   }
 
   /** Closes a duplicate early (a consumer or event reader closing on its own). */

@@ -1,0 +1,128 @@
+// Replicated acknowledgement (README "Reliability"): a write that resolves only once WAIT says
+// enough replicas have it. WAIT counts the replicas that acknowledged every write *of the
+// connection it is sent on*, and holds that connection until then, so the writes that ask for it
+// go over a connection of their own, pipelined with one WAIT behind each tick's batch: many
+// acknowledgements cost one WAIT, and the connection every other call uses is never held.
+import type { Redis } from 'ioredis';
+import { wholeNumber } from '../core/check.js';
+import { EchoMQError, fromScriptError } from '../core/errors.js';
+import type { Script } from './scripts.js';
+
+export interface Durability {
+  /** How many replicas must have the write before the call resolves (>= 1). */
+  replicas: number;
+  /** How long to wait for them, in ms (>= 1); then the call fails with EMQDURABILITY. Default 1000. */
+  timeoutMs?: number;
+}
+
+/** A durability checked, with its defaults. */
+export type Replication = Required<Durability>;
+
+/** A `durability` option checked: undefined or false for none. */
+export function durabilityOf(value: unknown, where: string): Replication | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new EchoMQError('EMQINPUT', `${where} durability must be false or { replicas, timeoutMs? }`);
+  }
+  const o = value as Record<string, unknown>;
+  for (const key of Object.keys(o)) {
+    if (key !== 'replicas' && key !== 'timeoutMs') {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `unknown ${where} durability option "${key}"; known: replicas, timeoutMs`,
+      );
+    }
+  }
+  return {
+    replicas: wholeNumber(o.replicas, `${where} durability.replicas`, 1, 1000),
+    timeoutMs: wholeNumber(o.timeoutMs ?? 1000, `${where} durability.timeoutMs`, 1, 2 ** 31 - 1),
+  };
+}
+
+interface Write {
+  script: Script;
+  keys: readonly string[];
+  argv: readonly (string | number)[];
+  durability: Replication;
+  resolve: (reply: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
+/** The replicated writes of one connector, over their own connection. */
+export class ReplicatedWrites {
+  private pending: Write[] = [];
+
+  constructor(private readonly open: () => Redis) {}
+
+  private client: Redis | undefined;
+
+  run(script: Script, keys: readonly string[], argv: readonly (string | number)[], durability: Replication) {
+    return new Promise<unknown>((resolve, reject) => {
+      if (this.pending.push({ script, keys, argv, durability, resolve, reject }) === 1) {
+        process.nextTick(() => void this.flush());
+      }
+    });
+  }
+
+  /** This tick's writes, pipelined, then one WAIT for the most replicas any of them asks. */
+  private async flush(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    this.client ??= this.open();
+    const replicas = Math.max(...batch.map((w) => w.durability.replicas));
+    const timeoutMs = Math.max(...batch.map((w) => w.durability.timeoutMs));
+    let replies: [Error | null, unknown][];
+    let acked: number;
+    try {
+      replies = await this.send(batch, (w) => ['evalsha', w.script.sha], replicas, timeoutMs);
+      // A server that lacks a script (new, restarted, promoted) gets those writes' bodies.
+      const missing = batch.filter((_, i) => replies[i]![0]?.message.startsWith('NOSCRIPT'));
+      if (missing.length > 0) {
+        const again = await this.send(missing, (w) => ['eval', w.script.body], replicas, timeoutMs);
+        for (const [i, w] of missing.entries()) replies[batch.indexOf(w)] = again[i]!;
+        replies[batch.length] = again[missing.length]!;
+      }
+      const [waitErr, count] = replies[batch.length]!;
+      if (waitErr) throw waitErr;
+      acked = Number(count);
+    } catch (err) {
+      for (const w of batch) w.reject(fromScriptError(err));
+      return;
+    }
+    for (const [i, w] of batch.entries()) {
+      const [err, reply] = replies[i]!;
+      if (err) w.reject(fromScriptError(err));
+      else if (acked < w.durability.replicas) w.reject(notReplicated(w, acked));
+      else w.resolve(reply);
+    }
+  }
+
+  private async send(
+    writes: Write[],
+    head: (w: Write) => [string, string],
+    replicas: number,
+    timeoutMs: number,
+  ): Promise<[Error | null, unknown][]> {
+    const pipeline = this.client!.pipeline();
+    for (const w of writes) {
+      const [command, text] = head(w);
+      pipeline.call(command, text, w.keys.length, ...w.keys, ...w.argv);
+    }
+    pipeline.call('wait', replicas, timeoutMs);
+    return ((await pipeline.exec()) ?? []) as [Error | null, unknown][];
+  }
+
+  close(): void {
+    this.client?.disconnect();
+    this.client = undefined;
+  }
+}
+
+function notReplicated(w: Write, acked: number): EchoMQError {
+  return new EchoMQError(
+    'EMQDURABILITY',
+    `${w.script.name} ran on the primary, but ${acked} of the ${w.durability.replicas} replica(s) asked for ` +
+      `confirmed it within ${w.durability.timeoutMs} ms: a failover now could lose it. Retrying the call is ` +
+      'safe (the same job id is a duplicate, the same lease token a resent acknowledgement)',
+  );
+}
