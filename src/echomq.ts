@@ -14,6 +14,7 @@ const CONNECT_OPTIONS = [
   'redis',
   'redisOptions',
   'module',
+  'connectTimeoutMs',
   'defaultAttempts',
   'maxPayloadBytes',
   'durability',
@@ -40,7 +41,7 @@ export class EchoMQ {
     }
     const connector = Connector.open(opts);
     try {
-      await connector.client.ping();
+      await connector.reach(opts.connectTimeoutMs);
       await selectDatabase(connector.client);
       connector.moduleMode = opts.module ?? 'auto';
       for (const [script, command] of await detectNativeCommands(connector.client, connector.moduleMode)) {
@@ -85,9 +86,13 @@ export class EchoMQ {
     return addFlow(this, root);
   }
 
-  /** Closes every connection EchoMQ opened. Later calls fail with EMQCLOSED. */
-  async close(): Promise<void> {
-    await this.connector.close();
+  /**
+   * Closes the consumers still open on this connection (each as `consumer.close()` does: running
+   * handlers get `timeoutMs`, default 10 s, then their jobs are handed back), then every
+   * connection EchoMQ opened. Later calls fail with EMQCLOSED.
+   */
+  async close(opts?: { timeoutMs?: number }): Promise<void> {
+    await this.connector.close(optionsObject(opts, 'close options'));
   }
 }
 

@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { isJobId } from '../core/ids.js';
 import { EchoMQ } from '../echomq.js';
 import { Inspector } from '../inspect.js';
+import { shownUrl as shown } from '../wire/unreachable.js';
 import { printJson, write } from './render.js';
 
 /**
@@ -63,20 +64,7 @@ function urlOf(g: Globals): string {
   return g.url ?? process.env.REDIS_URL ?? DEFAULT_URL;
 }
 
-/** The URL without its password, for messages. */
-export function shown(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
-}
-
-export function isConnectionError(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const code = (err as { code?: string }).code ?? '';
-  return (
-    ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH', 'EPIPE'].includes(code) ||
-    err.name === 'MaxRetriesPerRequestError' ||
-    /Connection is closed|connect ETIMEDOUT|Stream isn't writeable/.test(err.message)
-  );
-}
+export { isConnectionError, shownUrl as shown } from '../wire/unreachable.js';
 
 export interface Session {
   mq: EchoMQ;

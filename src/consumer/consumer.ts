@@ -18,7 +18,7 @@ import { Redis } from 'ioredis';
 import { updateData } from '../control.js';
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
-import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import { EchoMQError, optionsObject, showValue, thrownError } from '../core/errors.js';
 import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES, logLine } from '../logs.js';
 import type { Queue } from '../queue.js';
 import type { RedisClient } from '../wire/connector.js';
@@ -220,6 +220,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   /** Handlers finished but not yet acknowledged: id, token, encoded result. */
   private acks: [Running<D>, string, unknown][] = [];
   private ackScheduled = false;
+  /** The one timer that sends failed acknowledgements again (never one per failed call). */
+  private ackRetry: NodeJS.Timeout | undefined;
+  /** Ends this consumer's registration on its connection (which closes it before itself). */
+  private detach: (() => void) | undefined;
   /** Slots promised to claims in flight, so two calls never over-claim. */
   private reserved = 0;
   /** Handlers still running for jobs this consumer lost and then claimed again. */
@@ -267,6 +271,12 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     options?: ConsumeOptions,
   ) {
     super();
+    if (typeof handler !== 'function') {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `consume() takes a handler function (job, ctx) => result, got ${handler === null ? 'null' : typeof handler}`,
+      );
+    }
     const opts = optionsObject(options, 'consume options');
     this.concurrency = positive(opts.concurrency ?? 10, 'concurrency');
     this.leaseMs = positive(opts.leaseMs ?? 30_000, 'leaseMs');
@@ -294,6 +304,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   /** Starts the beat. Called by queue.consume(). */
   start(): this {
+    this.detach = this.queue.connector.attach(this);
     const blocking = this.queue.connector.duplicate();
     this.blocking = blocking;
     blocking.on('error', () => {}); // reconnects on its own; the watchdog bounds waits
@@ -351,6 +362,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
         this.beatRechecks = rechecks;
       } catch (err) {
         if (this.closing) break;
+        if (this.queue.connector.isClosed) {
+          void this.close(); // its connection was closed under it: nothing can run any more
+          break;
+        }
         this.degradedStreak += 1;
         const wait = Math.min(50 * 2 ** this.degradedStreak, DEGRADED_CAP_MS);
         this.emit('degraded', err, wait);
@@ -410,6 +425,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
         pid: process.pid,
         concurrency: this.concurrency,
         running: this.held.size,
+        beatMs: this.beatMs,
       }),
     ]);
     this.lastRecoverAt = now;
@@ -664,7 +680,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     try {
       result = await this.handler(job, job);
     } catch (err) {
-      await this.failed(job, err instanceof Error ? err : new Error(String(err)));
+      await this.failed(job, thrownError(err, this.maxErrorBytes));
       return;
     }
     if (job.released) return this.finish(job);
@@ -719,10 +735,17 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       ];
     } catch (err) {
       this.reserved -= n;
-      // Not acknowledged: keep the jobs held (their leases keep being extended) and retry.
+      if (this.queue.connector.isClosed) {
+        // Nothing can be sent any more: the leases run out and recovery returns the jobs.
+        for (const [job] of acks) this.finish(job);
+        return;
+      }
+      // Not acknowledged: keep the jobs held (their leases keep being extended) and retry. One
+      // timer for every part that failed: a retry sends every held acknowledgement again.
       this.emit('error', err);
       this.acks.unshift(...acks);
-      setTimeout(() => {
+      this.ackRetry ??= setTimeout(() => {
+        this.ackRetry = undefined;
         if (!this.ackScheduled) {
           this.ackScheduled = true;
           this.flushAcks();
@@ -1002,8 +1025,20 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     }
     if (this.extendTimer) clearInterval(this.extendTimer);
     this.extendTimer = undefined;
+    await this.leave();
+    this.detach?.();
     for (const w of this.idleWaiters.splice(0)) w();
     this.emit('closed');
+  }
+
+  /** The last heartbeat: tools stop listing this consumer at once (not after it goes stale). */
+  private async leave(): Promise<void> {
+    if (this.queue.connector.isClosed) return;
+    try {
+      await this.queue.run('heartbeat', [this.queue.keys.prefix, this.id, '']);
+    } catch (err) {
+      this.emit('error', err); // it is shown as dead once its beats are stale
+    }
   }
 }
 

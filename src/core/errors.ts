@@ -76,3 +76,22 @@ export function showValue(value: unknown): string {
     return typeof value;
   }
 }
+
+/**
+ * What a handler threw, as an Error whose message keeps it: an Error as it is, a string as its
+ * message, anything else as its JSON (cut at `maxBytes`; String() when it has none), so a
+ * thrown `{ code: 'E42' }` is stored as that and not as `[object Object]`. `cause` is the value.
+ */
+export function thrownError(value: unknown, maxBytes: number): Error {
+  if (value instanceof Error) return value;
+  if (typeof value === 'string') return new Error(value, { cause: value });
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    text = undefined; // a cycle, a BigInt: fall back to its String()
+  }
+  if (text === undefined) text = showValue(value);
+  if (text.length > maxBytes) text = `${text.slice(0, maxBytes)}…`;
+  return new Error(`a non-Error was thrown: ${text}`, { cause: value });
+}

@@ -18,14 +18,14 @@ export class HttpError extends Error {
   }
 }
 
-/** The status an error answers with: bad input 400, no such job 404, wrong state 409, closed 503. */
+/** The status an error answers with: bad input 400, no such job 404, wrong state 409, closed or no Redis 503. */
 export function statusOf(err: unknown): number {
   if (err instanceof HttpError) return err.status;
   if (err instanceof EchoMQError) {
     if (err.code === 'EMQINPUT' || err.code === 'EMQKIND') return 400;
     if (err.code === 'EMQNOJOB') return 404;
     if (err.code === 'EMQSTATE') return 409;
-    if (err.code === 'EMQCLOSED') return 503;
+    if (err.code === 'EMQCLOSED' || err.code === 'EMQNOSERVER') return 503;
   }
   return 500;
 }

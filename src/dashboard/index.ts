@@ -21,6 +21,7 @@ import { EchoMQ } from '../echomq.js';
 import { EventHub } from '../events/hub.js';
 import { Inspector } from '../inspect.js';
 import { type EchoMQMetrics, registerMetrics } from '../telemetry/metrics.js';
+import type { Connector } from '../wire/connector.js';
 import { Guard, LOOPBACK_HOSTS, safeReturn } from './guard.js';
 import { HttpError, json, readFields, send, statusOf } from './http.js';
 import { errorPage, type PageContext } from './pages.js';
@@ -86,12 +87,15 @@ export function dashboardHandler(opts: DashboardOptions = {}): DashboardHandler 
   // ── the connection, the readers and the metrics, made on first use ──────────
   let closed = false;
   let connecting: Promise<Parts> | undefined;
+  /** The connection once made: it names the server and cause when Redis stops answering. */
+  let connector: Connector | undefined = opts.mq?.connector;
   const site: Site = {
     streams: new Set<ServerResponse>(),
     parts() {
       if (closed) return Promise.reject(new HttpError(503, 'the dashboard is closed'));
       connecting ??= (async () => {
         const mq = opts.mq ?? (await EchoMQ.connect(opts.url === undefined ? {} : { url: opts.url }));
+        connector = mq.connector;
         const hub = new EventHub((queue, blockMs) => mq.queue(queue).events({ blockMs }));
         let registry: Registry | undefined;
         let metrics: EchoMQMetrics | undefined;
@@ -102,7 +106,7 @@ export function dashboardHandler(opts: DashboardOptions = {}): DashboardHandler 
         return { mq, inspector: new Inspector(mq), hub, registry, metrics };
       })().catch((err) => {
         connecting = undefined; // try again on the next request
-        throw new HttpError(503, `cannot reach Redis: ${(err as Error).message}`);
+        throw new HttpError(503, (err as Error).message);
       });
       return connecting;
     },
@@ -155,7 +159,9 @@ export function dashboardHandler(opts: DashboardOptions = {}): DashboardHandler 
       path[0] === 'api' ||
       (req.headers.accept ?? '').startsWith('application/json') ||
       req.headers['x-csrf-token'] !== undefined;
-    const fail = (err: unknown) => {
+    const fail = (thrown: unknown) => {
+      // Redis not answering is a 503 naming the server and the cause, never a raw 500.
+      const err = connector ? connector.explain(thrown) : thrown;
       const status = statusOf(err);
       const message =
         status === 500 ? `internal error: ${(err as Error)?.message ?? String(err)}` : (err as Error).message;

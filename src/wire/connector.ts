@@ -8,6 +8,7 @@ import { type Durability, durabilityOf, ReplicatedWrites, type Replication } fro
 import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
 import type { ModuleMode } from './native-module.js';
 import type { Script } from './scripts.js';
+import { isAuthError, isConnectionError, shownUrl, unreachable } from './unreachable.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -35,6 +36,17 @@ export interface ConnectOptions {
    * with EMQDURABILITY. Off by default; per call too (enqueue options, consume options).
    */
   durability?: Durability | false;
+  /**
+   * How long connect() waits for the server's first answer, in ms; default 5000. A refused
+   * connection, an unknown host or a refused password fails at once, naming the URL and cause.
+   */
+  connectTimeoutMs?: number;
+}
+
+/** What runs on a connection and must be closed (handing its work back) before it. */
+export interface Dependent {
+  /** `timeoutMs`: how long running work may take before it is handed back. */
+  close(opts?: { timeoutMs?: number }): Promise<void>;
 }
 
 /** Called after every script call: verb, duration in ms, and the error when it failed. */
@@ -42,7 +54,11 @@ export type ScriptObserver = (name: string, ms: number, error?: unknown) => void
 
 export class Connector {
   private closed = false;
+  private closing: Promise<void> | undefined;
   private readonly extra = new Set<RedisClient>();
+  private readonly dependents = new Set<Dependent>();
+  /** The connection's last error since it was last ready (owned connections): the cause to name. */
+  private lastError: unknown;
   private readonly observers = new Set<ScriptObserver>();
   /** Script name -> module command, for the scripts the server runs natively (set at connect). */
   readonly native = new Map<string, string>();
@@ -54,9 +70,20 @@ export class Connector {
   private constructor(
     readonly client: RedisClient,
     private readonly owned: boolean,
+    /** Where the server is, for messages: the URL without its password. */
+    readonly where: string,
     /** The memory engine behind a `memory://` URL; undefined on Redis. */
     readonly memory?: MemoryEngine,
-  ) {}
+  ) {
+    if (!owned) return;
+    // ioredis reconnects by itself; without a listener every drop would print "Unhandled error".
+    client.on('error', (err) => {
+      this.lastError = err;
+    });
+    client.on('ready', () => {
+      this.lastError = undefined;
+    });
+  }
 
   static open(opts: ConnectOptions = {}): Connector {
     const durability = durabilityOf(opts.durability, 'connect');
@@ -67,26 +94,80 @@ export class Connector {
   }
 
   private static client(opts: ConnectOptions): Connector {
-    if (opts.redis && !isMemoryUrl(opts.url)) return new Connector(opts.redis, false);
+    if (opts.redis && !isMemoryUrl(opts.url)) return new Connector(opts.redis, false, whereOf(opts.redis));
     const url = opts.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
     if (isMemoryUrl(url)) {
       const { client, engine } = openMemory(url, opts as Record<string, unknown>);
-      return new Connector(client, true, engine);
+      return new Connector(client, true, url, engine);
     }
-    const client = new Redis(url, { lazyConnect: false, ...opts.redisOptions });
-    // ioredis reconnects by itself; without a listener every drop would print "Unhandled error".
-    client.on('error', () => {});
-    return new Connector(client, true);
+    const connectTimeout = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const client = new Redis(url, { lazyConnect: false, connectTimeout, ...opts.redisOptions });
+    return new Connector(client, true, shownUrl(url));
   }
 
+  /**
+   * Resolves with the server's first answer (a PING), or fails with EMQNOSERVER naming the URL
+   * and the cause: at once on a connection's error (on a connection EchoMQ opened; a client of
+   * your own retries as you configured it), when it gives up, or after `timeoutMs`.
+   */
+  async reach(timeoutMs = DEFAULT_CONNECT_TIMEOUT_MS): Promise<void> {
+    const client = this.client;
+    const ping = client.ping();
+    if (this.memory) return void (await ping);
+    let fail: (err: unknown) => void = () => {};
+    const failed = new Promise<never>((_, reject) => {
+      fail = reject;
+    });
+    // Only errors that mean "no server here" end the wait: a refused SELECT is an error event
+    // too, and the connection goes on (selectDatabase refuses it with its own words).
+    const onError = (err: unknown) => {
+      if (this.owned && (isConnectionError(err) || isAuthError(err)))
+        fail(unreachable(this.where, err, 'connect'));
+    };
+    const onEnd = () => fail(unreachable(this.where, this.lastError ?? 'the connection ended', 'connect'));
+    const timer = setTimeout(
+      () => fail(unreachable(this.where, this.lastError ?? `no answer in ${timeoutMs} ms`, 'connect')),
+      timeoutMs,
+    );
+    client.on('error', onError);
+    client.once('end', onEnd);
+    try {
+      await Promise.race([
+        ping.catch((err: unknown) => {
+          throw isConnectionError(err) ? unreachable(this.where, this.lastError ?? err, 'connect') : err;
+        }),
+        failed,
+      ]);
+    } finally {
+      clearTimeout(timer);
+      client.off('error', onError);
+      client.off('end', onEnd);
+      ping.catch(() => {}); // the race was decided by a failure: its rejection is reported there
+    }
+  }
   get isClosed(): boolean {
     return this.closed;
   }
 
   assertOpen(): void {
     if (this.closed) {
-      throw new EchoMQError('EMQCLOSED', 'this EchoMQ connection is closed; call EchoMQ.connect() again');
+      throw new EchoMQError(
+        'EMQCLOSED',
+        'this EchoMQ connection was closed (mq.close()); make calls before closing it, or open another with EchoMQ.connect()',
+      );
     }
+  }
+
+  /**
+   * Registers something that runs on this connection (a consumer): close() closes it first, so
+   * its jobs are handed back while the connection still works. Returns the function that ends
+   * the registration (the dependent closing on its own).
+   */
+  attach(dependent: Dependent): () => void {
+    this.dependents.add(dependent);
+    return () => {
+      this.dependents.delete(dependent);
+    };
   }
 
   /** Calls `observer` after every script call from now on; returns the function that stops it. */
@@ -139,7 +220,7 @@ export class Connector {
       this.report(script.name, started);
       return reply;
     } catch (err) {
-      const mapped = fromScriptError(err);
+      const mapped = this.explain(fromScriptError(err));
       this.report(script.name, started, mapped);
       throw mapped;
     }
@@ -201,13 +282,41 @@ export class Connector {
     if (this.extra.delete(dup)) dup.disconnect();
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
+  /** A connection error as EMQNOSERVER naming the server and the cause; other errors unchanged. */
+  explain(err: unknown): unknown {
+    if (!isConnectionError(err) || (err instanceof EchoMQError && err.code === 'EMQNOSERVER')) return err;
+    return unreachable(this.where, this.lastError ?? err, 'call');
+  }
+
+  /**
+   * Closes what runs on the connection (consumers hand their jobs back, giving running handlers
+   * `timeoutMs`, default theirs), then the connection.
+   */
+  close(opts: { timeoutMs?: number } = {}): Promise<void> {
+    this.closing ??= this.shutdown(opts);
+    return this.closing;
+  }
+
+  private async shutdown(opts: { timeoutMs?: number }): Promise<void> {
+    await Promise.all([...this.dependents].map((d) => d.close(opts).catch(() => {})));
+    this.dependents.clear();
     this.closed = true;
     for (const dup of this.extra) dup.disconnect();
     this.extra.clear();
     if (this.owned) {
-      await this.client.quit().catch(() => this.client.disconnect());
+      // QUIT waits in the offline queue of a connection that is down: just drop that one.
+      if (this.client.status !== 'ready') this.client.disconnect();
+      else await this.client.quit().catch(() => this.client.disconnect());
     }
   }
+}
+
+const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+
+/** A client's server for messages: host:port, or the cluster's first node. */
+function whereOf(client: RedisClient): string {
+  if (client instanceof Redis)
+    return `redis://${client.options.host ?? '127.0.0.1'}:${client.options.port ?? 6379}`;
+  const [first] = client.nodes();
+  return first ? `a cluster (${first.options.host ?? ''}:${first.options.port ?? ''})` : 'a cluster';
 }

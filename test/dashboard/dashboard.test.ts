@@ -12,9 +12,10 @@ import { describe, expect, it, vi } from 'vitest';
 import type { Consumer, Handler } from '../../src/consumer/consumer.js';
 import { DASHBOARD_JS } from '../../src/dashboard/assets.js';
 import { type DashboardOptions, dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
-import type { EchoMQ } from '../../src/echomq.js';
+import { EchoMQ } from '../../src/echomq.js';
 import type { EnqueueOptions, Queue } from '../../src/queue.js';
 import { useQueue, useRedisServer } from '../support/harness.js';
+import { freePort, RedisServer } from '../support/redis-server.js';
 import { ROOT } from '../support/run-process.js';
 
 const env = useRedisServer();
@@ -377,6 +378,36 @@ describe('dashboard over HTTP', () => {
     await vi.waitFor(async () => expect(await eventReaders()).toBe(before), { timeout: 5000 });
     // An unknown queue opens nothing.
     expect((await fetch(`${d.url}api/events?queue=nope-${name}`)).status).toBe(404);
+  });
+
+  it('answers 503 naming the server and the cause when Redis does not answer (pages, JSON, /metrics)', async () => {
+    const port = await freePort();
+    const d = await startDashboard({ url: `redis://user:hunter2@127.0.0.1:${port}`, port: 0 });
+    cleanups.push(() => d.close());
+    for (const path of ['', 'api/overview', 'metrics']) {
+      const res = await fetch(`${d.url}${path}`);
+      const text = await res.text();
+      expect(res.status, path).toBe(503);
+      expect(text, path).toContain(`redis://user:***@127.0.0.1:${port}`);
+      expect(text, path).toContain('ECONNREFUSED');
+      expect(text, path).not.toContain('hunter2');
+    }
+    // Connected first, then the server goes: the same 503, not a raw 500.
+    const server = await RedisServer.start();
+    const own = await EchoMQ.connect({ url: server.url, redisOptions: { maxRetriesPerRequest: 0 } });
+    const d2 = await startDashboard({ mq: own, port: 0 });
+    cleanups.push(async () => {
+      await d2.close();
+      await own.close();
+    });
+    expect((await fetch(`${d2.url}api/overview`)).status).toBe(200);
+    await server.stop();
+    for (const path of ['api/overview', 'metrics']) {
+      const res = await fetch(`${d2.url}${path}`);
+      const text = await res.text();
+      expect(res.status, path).toBe(503);
+      expect(text, path).toContain(server.url);
+    }
   });
 
   it('serves a page script that parses, and JSON for the pages', async () => {
