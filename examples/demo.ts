@@ -118,6 +118,10 @@ function shutdown(why: string): Promise<void> {
     await events.close();
     await removeQueueKeys(mq.connector.client, queueName);
     await mq.close();
+    log(
+      'demo',
+      'next: `npx echomq dashboard` shows the queues of a Redis in the browser (README, Quick start)',
+    );
   })();
   return stopping;
 }

@@ -19,6 +19,8 @@ export interface QueueSummary {
   paused: boolean;
   /** How many lanes (groups) the queue has seen. */
   lanes: number;
+  /** See QueueStats.oldestWaitingMs. */
+  oldestWaitingMs: number | null;
 }
 
 export interface MinuteRate {
@@ -42,6 +44,15 @@ export interface ConsumerInfo {
   id: string;
   /** When it last beat, epoch ms (server clock). */
   lastSeen: number;
+  /** How long ago that was, ms (server clock). */
+  silentMs: number;
+  /** Its beat, ms (from its heartbeat; 1000 when a runtime did not say). */
+  beatMs: number;
+  /**
+   * False once it missed STALE_BEATS beats (silentMs > 3 × beatMs): the process died or hangs.
+   * A consumer that closed is not listed at all (it says so on its way out).
+   */
+  alive: boolean;
   host: string;
   pid: number;
   concurrency: number;
@@ -52,6 +63,19 @@ export interface ConsumerInfo {
 export interface QueueStats {
   name: string;
   counts: Record<JobState, number>;
+  /**
+   * Active jobs whose lease deadline has passed (server clock): their consumer died or lost
+   * Redis, and no running consumer of the queue has recovered them yet (`echomq recover`).
+   */
+  expiredLeases: number;
+  /**
+   * How long the job next in line has waited (Sidekiq's latency), ms: the longest over flat
+   * pending and every lane, from when the job was enqueued or became due (a delay or a retry's
+   * backoff ended). Null when nothing waits. A paused queue or lane keeps growing it.
+   */
+  oldestWaitingMs: number | null;
+  /** The same per lane, for the lanes that hold waiting jobs. */
+  lanesOldestWaitingMs: Record<string, number>;
   paused: boolean;
   lanes: LaneInfo[];
   rates: QueueRates;
@@ -79,12 +103,20 @@ export interface JobsPage {
 export interface JobsResult {
   /** Jobs in that state (and lane) in all, for paging; with a tag, the matches found. */
   total: number;
-  jobs: JobView[];
+  jobs: ListedJob[];
   /** With a tag: true when the read stopped at TAG_SCAN_MAX jobs (more matches may exist). */
   partial?: boolean;
 }
 
-export type JobDetail = JobView & {
+/** A job as the tools list it: with an active job's lease deadline. */
+export type ListedJob = JobView & {
+  /** An active job's lease deadline, epoch ms (server clock): recovered after it passes. */
+  leaseUntil?: number;
+  /** The deadline has passed and no consumer recovered the job yet. */
+  leaseExpired?: boolean;
+};
+
+export type JobDetail = ListedJob & {
   /** The job's entries still in the events stream, oldest first. */
   history: QueueEvent[];
   /** True when the stream was only read in part (history bound reached). */
@@ -134,6 +166,8 @@ const TERMINAL = new Set<JobState>(['completed', 'dead', 'cancelled']);
 const MAX_LIMIT = 1000;
 /** Consumers silent for longer are not listed. */
 const CONSUMER_WINDOW_MS = 10 * 60_000;
+/** A consumer that missed this many beats in a row is shown as dead. */
+export const STALE_BEATS = 3;
 /** Events read per XREVRANGE call, and the most read for one job's history. */
 const HISTORY_CHUNK = 1000;
 const HISTORY_MAX_SCANNED = 50_000;
@@ -189,12 +223,13 @@ export class Inspector {
         } catch {
           return null; // not a valid queue name: someone else's member of the set
         }
-        const [counts, paused, lanes] = await Promise.all([
+        const [counts, paused, lanes, waiting] = await Promise.all([
           q.counts(),
           q.isPaused(),
           this.client.scard(q.keys.key('lanes')),
+          this.oldestWaiting(q),
         ]);
-        return { name, counts, paused, lanes };
+        return { name, counts, paused, lanes, oldestWaitingMs: waiting.oldestMs };
       }),
     );
     return out.filter((s): s is QueueSummary => s !== null);
@@ -203,14 +238,60 @@ export class Inspector {
   /** One queue's counts, lanes, completion and failure rates of the last hour, and consumers. */
   async stats(queue: string): Promise<QueueStats> {
     const q = this.queue(queue);
-    const [counts, paused, lanes, rates, consumers] = await Promise.all([
+    const [counts, paused, lanes, rates, consumers, expiredLeases, waiting] = await Promise.all([
       q.counts(),
       q.isPaused(),
       q.lanes.list(),
       this.rates(q),
       this.consumers(queue),
+      this.now().then((now) => this.client.zcount(q.keys.key('active'), '-inf', `(${now}`)),
+      this.oldestWaiting(q),
     ]);
-    return { name: queue, counts, paused, lanes, rates, consumers };
+    return {
+      name: queue,
+      counts,
+      paused,
+      lanes,
+      rates,
+      consumers,
+      expiredLeases,
+      oldestWaitingMs: waiting.oldestMs,
+      lanesOldestWaitingMs: waiting.lanes,
+    };
+  }
+
+  /**
+   * The wait of the job next in line in flat pending and in each lane (the head of each set):
+   * now minus the later of its creation and its run-at. Two round trips whatever the backlog.
+   */
+  private async oldestWaiting(q: Queue): Promise<{ oldestMs: number | null; lanes: Record<string, number> }> {
+    const groups = await this.client.smembers(q.keys.key('lanes'));
+    const sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
+    const heads = this.client.pipeline();
+    for (const set of sets) heads.zrange(set, 0, 0);
+    const ids = ((await heads.exec()) ?? []).map(([err, reply]) => {
+      if (err) throw err;
+      return (reply as string[])[0];
+    });
+    const rows = this.client.pipeline();
+    for (const id of ids) if (id !== undefined) rows.hmget(q.keys.job(id), 'created', 'runat');
+    const [now, replies] = await Promise.all([
+      this.now(),
+      rows.length > 0 ? rows.exec() : Promise.resolve([]),
+    ]);
+    const lanes: Record<string, number> = {};
+    let oldestMs: number | null = null;
+    let r = 0;
+    ids.forEach((id, i) => {
+      if (id === undefined) return;
+      const [err, reply] = (replies ?? [])[r++] ?? [null, []];
+      if (err) throw err;
+      const [created, runAt] = (reply as (string | null)[]).map((v) => Number(v ?? 0));
+      const waited = Math.max(0, now - Math.max(created ?? 0, runAt ?? 0));
+      if (i > 0) lanes[groups[i - 1]!] = waited;
+      oldestMs = Math.max(oldestMs ?? 0, waited);
+    });
+    return { oldestMs, lanes };
   }
 
   private async rates(q: Queue): Promise<QueueRates> {
@@ -288,7 +369,62 @@ export class Inspector {
       ids.push(...part);
       skip = 0;
     }
-    return { total, jobs: await this.rows(q, ids) };
+    const jobs: ListedJob[] = await this.rows(q, ids);
+    if (state === 'active') await this.withLeases(q, jobs);
+    return { total, jobs };
+  }
+
+  /** Adds each active job's lease deadline (its score in active) and whether it has passed. */
+  private async withLeases(q: Queue, jobs: ListedJob[]): Promise<void> {
+    if (jobs.length === 0) return;
+    const [now, scores] = await Promise.all([
+      this.now(),
+      this.client.zmscore(q.keys.key('active'), ...jobs.map((j) => j.id)),
+    ]);
+    jobs.forEach((job, i) => {
+      const score = scores[i];
+      if (score === null || score === undefined) return;
+      job.leaseUntil = Number(score);
+      job.leaseExpired = job.leaseUntil < now;
+    });
+  }
+
+  /**
+   * Jobs in `state` (and lane) whose name is `name` and whose data or error message contains
+   * `grep` (case-insensitive), reading at most `scan` jobs (default 10,000, at most 100,000) in
+   * the order jobs() lists them; up to `limit` (default 50) are returned. A bounded search:
+   * `scanned` says how far it read of `total`.
+   */
+  async find(
+    queue: string,
+    state: JobState,
+    filter: { name?: string; grep?: string; group?: string; limit?: number; scan?: number },
+  ): Promise<{ total: number; scanned: number; jobs: ListedJob[] }> {
+    const limit = pageNumber(filter.limit ?? 50, 'limit', 1, MAX_LIMIT);
+    const scan = pageNumber(filter.scan ?? 10_000, 'scan', 1, 100_000);
+    const needle = filter.grep?.toLowerCase();
+    const matches = (j: JobView): boolean =>
+      (filter.name === undefined || j.name === filter.name) &&
+      (needle === undefined ||
+        (JSON.stringify(j.data) ?? '').toLowerCase().includes(needle) ||
+        (j.error?.message ?? '').toLowerCase().includes(needle) ||
+        (j.lastError?.message ?? '').toLowerCase().includes(needle));
+    const jobs: ListedJob[] = [];
+    let scanned = 0;
+    let total = 0;
+    while (scanned < scan && jobs.length < limit) {
+      const page = await this.jobs(queue, state, {
+        offset: scanned,
+        limit: Math.min(MAX_LIMIT, scan - scanned),
+        ...(filter.group === undefined ? {} : { group: filter.group }),
+      });
+      total = page.total;
+      if (page.jobs.length === 0) break;
+      scanned += page.jobs.length;
+      for (const j of page.jobs) if (matches(j) && jobs.length < limit) jobs.push(j);
+      if (scanned >= total) break;
+    }
+    return { total, scanned: Math.min(scanned, total), jobs };
   }
 
   /**
@@ -401,7 +537,9 @@ export class Inspector {
       this.client.lrange(logKey, -LOG_LINES_SHOWN, -1),
       this.client.llen(logKey),
     ]);
-    return { ...view, history, historyTruncated: truncated, logs, logCount };
+    const listed: ListedJob = view;
+    if (view.state === 'active') await this.withLeases(q, [listed]);
+    return { ...listed, history, historyTruncated: truncated, logs, logCount };
   }
 
   /** The queue's fixed cadences (Repeat) and job schedulers, soonest next run first. */
@@ -431,7 +569,10 @@ export class Inspector {
     };
   }
 
-  /** Consumers that beat in the last 10 minutes, most recently seen first. */
+  /**
+   * Consumers that beat in the last 10 minutes, most recently seen first; one that missed
+   * STALE_BEATS beats is listed with alive false.
+   */
   async consumers(queue: string): Promise<ConsumerInfo[]> {
     const q = this.queue(queue);
     const c = this.client;
@@ -452,9 +593,15 @@ export class Inspector {
       } catch {
         // a runtime that wrote something else: show the id and time only
       }
+      const lastSeen = Number(flat[i * 2 + 1]);
+      const beatMs = Number(info.beatMs) > 0 ? Number(info.beatMs) : 1000;
+      const silentMs = Math.max(0, now - lastSeen);
       return {
         id,
-        lastSeen: Number(flat[i * 2 + 1]),
+        lastSeen,
+        silentMs,
+        beatMs,
+        alive: silentMs <= STALE_BEATS * beatMs,
         host: typeof info.host === 'string' ? info.host : '',
         pid: Number(info.pid ?? 0),
         concurrency: Number(info.concurrency ?? 0),

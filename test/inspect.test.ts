@@ -107,6 +107,7 @@ describe('queues', () => {
       },
       paused: false,
       lanes: 2,
+      oldestWaitingMs: expect.any(Number),
     });
     expect(all.find((s) => s.name === other.name)).toMatchObject({ paused: true, lanes: 0 });
     expect(all.map((s) => s.name)).toEqual([...all.map((s) => s.name)].sort());
@@ -159,8 +160,22 @@ describe('stats', () => {
       { group: 'beta', pending: 1, running: 0, paused: true, concurrency: 0, rateLimit: null },
     ]);
     expect(st.consumers).toEqual([
-      { id: 'host-a:1:x', lastSeen: expect.any(Number), host: 'host-a', pid: 1, concurrency: 4, running: 2 },
+      {
+        id: 'host-a:1:x',
+        lastSeen: expect.any(Number),
+        silentMs: expect.any(Number),
+        beatMs: 1000,
+        alive: true,
+        host: 'host-a',
+        pid: 1,
+        concurrency: 4,
+        running: 2,
+      },
     ]);
+    // What waits: 6 pending, the one next in line in each lane and flat, none active past its lease.
+    expect(st.oldestWaitingMs).toBeGreaterThanOrEqual(0);
+    expect(Object.keys(st.lanesOldestWaitingMs).sort()).toEqual(['alpha', 'beta']);
+    expect(st.expiredLeases).toBe(0);
   });
 
   it('gives 60 per-minute rates, oldest first, summed into the last hour with the failure rate', async () => {
@@ -313,9 +328,13 @@ describe('consumers', () => {
 
     const seen = await inspector.consumers(name);
     expect(seen.map((c) => c.id)).toEqual(['c-2', 'c-1']);
+    // Silent for 5 s, more than 3 beats of the default 1000 ms: shown dead.
     expect(seen[1]).toEqual({
       id: 'c-1',
       lastSeen: now - 5000,
+      silentMs: expect.any(Number),
+      beatMs: 1000,
+      alive: false,
       host: 'h1',
       pid: 11,
       concurrency: 4,
@@ -327,7 +346,17 @@ describe('consumers', () => {
     await raw.zadd(key('consumers'), await serverNow(), 'weird');
     await raw.hset(key('consumers:info'), 'weird', 'not json');
     expect(await inspector.consumers(name)).toEqual([
-      { id: 'weird', lastSeen: expect.any(Number), host: '', pid: 0, concurrency: 0, running: 0 },
+      {
+        id: 'weird',
+        lastSeen: expect.any(Number),
+        silentMs: expect.any(Number),
+        beatMs: 1000,
+        alive: true,
+        host: '',
+        pid: 0,
+        concurrency: 0,
+        running: 0,
+      },
     ]);
   });
 });

@@ -2,6 +2,7 @@
 // commander's InvalidArgumentError, which commander reports with the option's name (exit 1).
 import { InvalidArgumentError } from 'commander';
 import { parseDuration } from '../core/duration.js';
+import { JOB_STATES, type JobState } from '../queue.js';
 
 /** A whole number from `min` to `max`. */
 export function wholeArg(min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -12,6 +13,27 @@ export function wholeArg(min: number, max = Number.MAX_SAFE_INTEGER) {
     }
     return n;
   };
+}
+
+/** BullMQ's (and Sidekiq's) names for the states, accepted beside EchoMQ's own. */
+export const STATE_ALIASES: Readonly<Record<string, JobState>> = {
+  failed: 'dead',
+  delayed: 'scheduled',
+  waiting: 'pending',
+  wait: 'pending',
+  prioritized: 'pending',
+  'waiting-children': 'waiting_children',
+  retry: 'scheduled',
+};
+
+/** A job state, by EchoMQ's name or a BullMQ alias (failed, delayed, waiting). */
+export function stateArg(value: string): JobState {
+  if ((JOB_STATES as readonly string[]).includes(value)) return value as JobState;
+  const alias = STATE_ALIASES[value];
+  if (alias) return alias;
+  throw new InvalidArgumentError(
+    `expected one of ${JOB_STATES.join(', ')} (or ${Object.keys(STATE_ALIASES).join(', ')})`,
+  );
 }
 
 /** A duration: 500ms, 5s, 10m, 1h, 7d (see parseDuration); in ms. */

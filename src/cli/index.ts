@@ -97,5 +97,10 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
+  // `echomq … | head`: the reader went away; stop quietly, as Unix tools do, not with a stack.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(EXIT.ok);
+    throw err;
+  });
   process.exitCode = await main();
 }

@@ -3,7 +3,7 @@
 import { type Command, Option } from 'commander';
 import type { LogPage } from '../logs.js';
 import { JOB_STATES, type JobState } from '../queue.js';
-import { fromArg, wholeArg } from './args.js';
+import { fromArg, stateArg, wholeArg } from './args.js';
 import {
   eventJson,
   eventLine,
@@ -44,30 +44,87 @@ export function registerReads(program: Command): void {
       );
     });
 
-  queueView(
-    program,
-    'stats',
-    'counts per state and lane, rates of the last hour, consumers',
-    (s, queue) => s.inspector.stats(queue),
-    statsText,
-  );
+  program
+    .command('stats')
+    .description('counts per state and lane, the oldest wait, rates of the last hour, consumers')
+    .argument('<queue>')
+    .option('--watch [seconds]', 'redraw every few seconds (default 2) until Ctrl-C', wholeArg(1, 3600))
+    .action(async (queue: string, opts: { watch?: number | true }, cmd: Command) => {
+      const g = globals(cmd);
+      if (opts.watch === undefined) {
+        return report(g, queue, (s) => s.inspector.stats(queue), statsText);
+      }
+      const every = (opts.watch === true ? 2 : opts.watch) * 1000;
+      await withSession(g, async (s) => {
+        await requireQueue(s, queue);
+        let stop = false;
+        let wake: () => void = () => {};
+        const end = () => {
+          stop = true;
+          wake();
+        };
+        process.once('SIGINT', end);
+        process.once('SIGTERM', end);
+        try {
+          while (!stop) {
+            const st = await s.inspector.stats(queue);
+            if (g.json) write(JSON.stringify(st));
+            else {
+              // On a terminal, redraw in place; piped, one snapshot after another.
+              if (process.stdout.isTTY) process.stdout.write('\u001b[H\u001b[2J');
+              write(`${statsText(st)}\n\n(every ${every / 1000}s — Ctrl-C to stop)`);
+            }
+            await new Promise<void>((r) => {
+              wake = r;
+              setTimeout(r, every).unref();
+            });
+          }
+        } finally {
+          process.off('SIGINT', end);
+          process.off('SIGTERM', end);
+        }
+      });
+    });
 
   program
     .command('jobs')
     .description('a page of jobs in one state (newest first for completed, dead, cancelled)')
     .argument('<queue>')
-    .addOption(new Option('--state <state>', 'the state to list').choices(JOB_STATES).default('pending'))
+    .addOption(
+      new Option(
+        '--state <state>',
+        `the state to list: ${JOB_STATES.join(', ')} (BullMQ's failed, delayed, waiting too)`,
+      )
+        .argParser(stateArg)
+        .default('pending'),
+    )
     .option('--limit <n>', 'jobs per page (1-1000)', wholeArg(1, 1000), 20)
     .option('--offset <n>', 'jobs to skip', wholeArg(0), 0)
     .option('--group <group>', 'with --state pending: only this lane')
     .option('--tag <tag>', 'only jobs with this tag')
+    .option('--lane <lane>', 'the same as --group')
+    .option('--name <name>', 'only jobs of this name')
+    .option('--grep <text>', 'only jobs whose data or error contains this text (case-insensitive)')
+    .option('--scan <n>', 'with --name or --grep: jobs read at most (1-100000)', wholeArg(1, 100_000), 10_000)
     .action(
       async (
         queue: string,
-        opts: { state: JobState; limit: number; offset: number; group?: string; tag?: string },
+        opts: {
+          state: JobState;
+          limit: number;
+          offset: number;
+          group?: string;
+          tag?: string;
+          lane?: string;
+          name?: string;
+          grep?: string;
+          scan: number;
+        },
         cmd: Command,
       ) => {
         const g = globals(cmd);
+        opts.group ??= opts.lane;
+        if (opts.name !== undefined || opts.grep !== undefined) return findJobs(g, queue, opts);
         if (opts.group !== undefined && opts.state !== 'pending') {
           throw new CliError(
             EXIT.usage,
@@ -147,30 +204,89 @@ export function registerReads(program: Command): void {
       fromArg,
       '$',
     )
-    .option('--count <n>', 'exit after this many events', wholeArg(1))
-    .action(async (queue: string, opts: { from: string; count?: number }, cmd: Command) => {
-      const g = globals(cmd);
-      await withSession(g, async (s) => {
-        const events = s.mq.queue(queue).events({ from: opts.from, blockMs: 1000 });
-        const it = events[Symbol.asyncIterator](); // before ready: no event can slip past
-        const stop = () => void events.close();
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-        try {
-          await events.ready;
-          process.stderr.write(`following queue ${queue} after ${events.position} — Ctrl-C to stop\n`);
-          let seen = 0;
-          for (let r = await it.next(); !r.done; r = await it.next()) {
-            write(g.json ? eventJson(r.value) : eventLine(r.value));
-            seen += 1;
-            if (opts.count !== undefined && seen >= opts.count) break;
+    .option('--count <n>', 'exit after this many (shown) events', wholeArg(1))
+    .option('--event <names>', 'only these events, comma-separated (e.g. failed,retries_exhausted)')
+    .option('--name <name>', 'only events of jobs of this name')
+    .action(
+      async (
+        queue: string,
+        opts: { from: string; count?: number; event?: string; name?: string },
+        cmd: Command,
+      ) => {
+        const g = globals(cmd);
+        await withSession(g, async (s) => {
+          const events = s.mq.queue(queue).events({ from: opts.from, blockMs: 1000 });
+          const it = events[Symbol.asyncIterator](); // before ready: no event can slip past
+          const stop = () => void events.close();
+          process.once('SIGINT', stop);
+          process.once('SIGTERM', stop);
+          try {
+            await events.ready;
+            process.stderr.write(`following queue ${queue} after ${events.position} — Ctrl-C to stop\n`);
+            let seen = 0;
+            const wanted =
+              opts.event === undefined ? undefined : new Set(opts.event.split(',').map((e) => e.trim()));
+            const names = new Map<string, string | undefined>(); // job id -> name, read once per job
+            const nameOf = async (id: string) => {
+              if (!names.has(id)) {
+                if (names.size > 10_000) names.clear();
+                names.set(id, (await s.mq.queue(queue).get(id))?.name);
+              }
+              return names.get(id);
+            };
+            for (let r = await it.next(); !r.done; r = await it.next()) {
+              if (wanted && !wanted.has(r.value.event)) continue;
+              if (opts.name !== undefined && (!r.value.id || (await nameOf(r.value.id)) !== opts.name))
+                continue;
+              write(g.json ? eventJson(r.value) : eventLine(r.value));
+              seen += 1;
+              if (opts.count !== undefined && seen >= opts.count) break;
+            }
+          } finally {
+            process.off('SIGINT', stop);
+            process.off('SIGTERM', stop);
+            await it.return?.();
+            await events.close();
           }
-        } finally {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-          await it.return?.();
-          await events.close();
-        }
-      });
+        });
+      },
+    );
+}
+
+/**
+ * `jobs --name/--grep`: reads the state's jobs page by page (at most `scan` of them) and keeps
+ * the matching ones, up to `limit`; says how many it read, so a bounded search is never
+ * mistaken for "there are none".
+ */
+async function findJobs(
+  g: ReturnType<typeof globals>,
+  queue: string,
+  opts: {
+    state: JobState;
+    limit: number;
+    offset: number;
+    group?: string;
+    name?: string;
+    grep?: string;
+    scan: number;
+  },
+): Promise<void> {
+  await withSession(g, async (s) => {
+    await requireQueue(s, queue);
+    const found = await s.inspector.find(queue, opts.state, {
+      name: opts.name,
+      grep: opts.grep,
+      group: opts.group,
+      limit: opts.limit,
+      scan: opts.scan,
     });
+    if (g.json) return printJson(found);
+    const what = [opts.name && `name ${opts.name}`, opts.grep && `containing ${JSON.stringify(opts.grep)}`]
+      .filter(Boolean)
+      .join(', ');
+    write(
+      `${opts.state} jobs with ${what}: ${found.jobs.length} found in ${found.scanned} read of ${found.total}${found.scanned < found.total ? ` (--scan ${opts.scan} reached: raise it to read further)` : ''}`,
+    );
+    if (found.jobs.length > 0) write(jobsTable(opts.state, found.jobs));
+  });
 }

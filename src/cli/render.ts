@@ -3,7 +3,14 @@
 // and a progress bar for long work, always on stderr so stdout stays the result.
 import { formatDuration } from '../core/duration.js';
 import type { QueueEvent } from '../events/reader.js';
-import type { JobDetail, QueueStats, QueueSummary, SchedulersResult } from '../inspect.js';
+import {
+  type JobDetail,
+  type ListedJob,
+  type QueueStats,
+  type QueueSummary,
+  type SchedulersResult,
+  STALE_BEATS,
+} from '../inspect.js';
 import { JOB_STATES, type JobState, type JobView } from '../queue.js';
 
 // ── output ──────────────────────────────────────────────────────────────────
@@ -43,21 +50,24 @@ export function when(ms: number | undefined): string {
   return new Date(ms).toISOString().replace('T', ' ').replace('Z', '');
 }
 
+/** A span of time in its largest unit, rounded: 640ms, 12s, 15m, 3h, 2d. */
+export function span(ms: number): string {
+  const abs = Math.abs(ms);
+  return abs < 1000
+    ? `${Math.round(abs)}ms`
+    : abs < 60_000
+      ? `${Math.round(abs / 1000)}s`
+      : abs < 3_600_000
+        ? `${Math.round(abs / 60_000)}m`
+        : abs < 86_400_000
+          ? `${Math.round(abs / 3_600_000)}h`
+          : `${Math.round(abs / 86_400_000)}d`;
+}
+
 function ago(ms: number | undefined): string {
   if (ms === undefined) return '-';
   const d = Date.now() - ms;
-  const abs = Math.abs(d);
-  const span =
-    abs < 1000
-      ? `${abs}ms`
-      : abs < 60_000
-        ? `${Math.round(abs / 1000)}s`
-        : abs < 3_600_000
-          ? `${Math.round(abs / 60_000)}m`
-          : abs < 86_400_000
-            ? `${Math.round(abs / 3_600_000)}h`
-            : `${Math.round(abs / 86_400_000)}d`;
-  return d >= 0 ? `${span} ago` : `in ${span}`;
+  return d >= 0 ? `${span(d)} ago` : `in ${span(d)}`;
 }
 
 function clip(text: string, max: number): string {
@@ -135,7 +145,15 @@ const TIME_COLUMN: Record<JobState, [string, (j: JobView) => number | undefined]
   waiting_children: ['CREATED', (j) => j.createdAt],
 };
 
-export function jobsTable(state: JobState, jobs: JobView[]): string {
+/** An active job's lease: its deadline, flagged EXPIRED once it passed (nobody recovered it yet). */
+export function leaseText(j: ListedJob): string {
+  if (j.leaseUntil === undefined) return '-';
+  return j.leaseExpired
+    ? `EXPIRED ${ago(j.leaseUntil)}`
+    : `until ${when(j.leaseUntil)} (${ago(j.leaseUntil)})`;
+}
+
+export function jobsTable(state: JobState, jobs: ListedJob[]): string {
   const [label, time] = TIME_COLUMN[state];
   const rows = jobs.map((j) => [
     j.id,
@@ -143,16 +161,28 @@ export function jobsTable(state: JobState, jobs: JobView[]): string {
     j.group ?? '-',
     `${j.attempts}/${j.maxAttempts}`,
     `${when(time(j))} (${ago(time(j))})`,
-    j.error ? clip(j.error.message, 60) : '',
+    state === 'active' ? leaseText(j) : j.error ? clip(j.error.message, 60) : '',
   ]);
-  return table(['ID', 'NAME', 'GROUP', 'ATTEMPTS', label, state === 'dead' ? 'ERROR' : ''], rows);
+  const last = state === 'active' ? 'LEASE' : state === 'dead' ? 'ERROR' : '';
+  return table(['ID', 'NAME', 'GROUP', 'ATTEMPTS', label, last], rows);
 }
 
-/** The queues with their counts per state, lanes and whether paused. */
+/** How long the job next in line has waited: '-' when none waits. */
+export function waitText(ms: number | null | undefined): string {
+  return ms === null || ms === undefined ? '-' : span(ms);
+}
+
+/** The queues with their counts per state, lanes, the oldest wait and whether paused. */
 export function queuesTable(queues: readonly QueueSummary[]): string {
   return table(
-    ['QUEUE', ...JOB_STATES.map((st) => st.toUpperCase()), 'LANES', 'PAUSED'],
-    queues.map((q) => [q.name, ...JOB_STATES.map((st) => q.counts[st]), q.lanes, q.paused ? 'yes' : '']),
+    ['QUEUE', ...JOB_STATES.map((st) => st.toUpperCase()), 'LANES', 'OLDEST WAIT', 'PAUSED'],
+    queues.map((q) => [
+      q.name,
+      ...JOB_STATES.map((st) => q.counts[st]),
+      q.lanes,
+      waitText(q.oldestWaitingMs),
+      q.paused ? 'yes' : '',
+    ]),
   );
 }
 
@@ -184,6 +214,7 @@ export function jobDetail(j: JobDetail): string {
   field('run at', j.runAt === undefined ? undefined : `${when(j.runAt)} (${ago(j.runAt)})`);
   field('started', j.startedAt === undefined ? undefined : `${when(j.startedAt)} (${ago(j.startedAt)})`);
   field('finished', j.finishedAt === undefined ? undefined : `${when(j.finishedAt)} (${ago(j.finishedAt)})`);
+  if (j.leaseUntil !== undefined) field('lease', leaseText(j));
   if (j.cancelRequested) field('cancel', 'requested');
   field('data', clip(JSON.stringify(j.data) ?? 'null', 200));
   if (j.progress !== undefined) field('progress', clip(JSON.stringify(j.progress), 200));
@@ -206,6 +237,9 @@ export function jobDetail(j: JobDetail): string {
 export function statsText(st: QueueStats): string {
   const out = [`queue ${st.name}${st.paused ? '  (paused)' : ''}`];
   out.push(
+    `oldest waiting job: ${st.oldestWaitingMs === null ? 'none waits' : `waited ${waitText(st.oldestWaitingMs)}`}`,
+  );
+  out.push(
     table(
       ['STATE', 'JOBS'],
       JOB_STATES.map((state) => [state, st.counts[state]]),
@@ -215,10 +249,11 @@ export function statsText(st: QueueStats): string {
     out.push('', 'lanes');
     out.push(
       table(
-        ['GROUP', 'PENDING', 'RUNNING', 'CONCURRENCY', 'RATE', 'PAUSED'],
+        ['GROUP', 'PENDING', 'OLDEST WAIT', 'RUNNING', 'CONCURRENCY', 'RATE', 'PAUSED'],
         st.lanes.map((l) => [
           l.group,
           l.pending,
+          waitText(st.lanesOldestWaitingMs[l.group]),
           l.running,
           l.concurrency === 0 ? 'unlimited' : l.concurrency,
           l.rateLimit ? `${l.rateLimit.max}/${formatDuration(l.rateLimit.perMs)}` : '-',
@@ -235,11 +270,28 @@ export function statsText(st: QueueStats): string {
     `  completed/min ${sparkline(r.perMinute.map((m) => m.completed))}`,
     `  failed/min    ${sparkline(r.perMinute.map((m) => m.failed))}`,
   );
-  out.push('', `consumers (seen in the last 10 minutes): ${st.consumers.length}`);
+  if (st.expiredLeases > 0) {
+    out.push(
+      '',
+      `expired leases: ${st.expiredLeases} active job(s) past their lease deadline — \`echomq recover ${st.name}\` returns them to pending`,
+    );
+  }
+  const dead = st.consumers.filter((c) => !c.alive).length;
+  out.push(
+    '',
+    `consumers (seen in the last 10 minutes): ${st.consumers.length - dead} alive${dead > 0 ? `, ${dead} dead (no beat for ${STALE_BEATS} beats)` : ''}`,
+  );
   pushTable(
     out,
-    ['ID', 'HOST', 'PID', 'RUNNING', 'LAST SEEN'],
-    st.consumers.map((c) => [c.id, c.host, c.pid, `${c.running}/${c.concurrency}`, ago(c.lastSeen)]),
+    ['ID', 'HOST', 'PID', 'RUNNING', 'LAST SEEN', 'STATE'],
+    st.consumers.map((c) => [
+      c.id,
+      c.host,
+      c.pid,
+      `${c.running}/${c.concurrency}`,
+      ago(c.lastSeen),
+      c.alive ? 'alive' : `dead (silent ${span(c.silentMs)}, > ${STALE_BEATS} beats of ${span(c.beatMs)})`,
+    ]),
   );
   return out.join('\n');
 }

@@ -18,6 +18,9 @@ import {
   withSession,
 } from './session.js';
 
+/** Jobs recovered per reap call by `echomq recover`. */
+const RECOVER_BATCH = 1000;
+
 export function registerWrites(program: Command): void {
   program
     .command('enqueue')
@@ -178,8 +181,32 @@ export function registerWrites(program: Command): void {
     ({ id, status }) =>
       status === 'cancelled'
         ? `cancelled ${id}`
-        : `asked ${id} to stop: it is running and ends cancelled at its next lease checkpoint`,
+        : `asked ${id} to stop: it is running; its handler's ctx.signal aborts at the next lease extension or ctx.checkpoint(), and the job ends cancelled if the handler then stops (throws) — a handler that ignores the signal completes it`,
   );
+
+  program
+    .command('recover')
+    .description('return active jobs whose lease expired (their worker died) to pending, as a consumer would')
+    .argument('<queue>')
+    .action(async (queue: string, _opts, cmd: Command) => {
+      const g = globals(cmd);
+      await withSession(g, async (s) => {
+        await requireQueue(s, queue);
+        const q = s.mq.queue(queue);
+        const ids: string[] = [];
+        // The consumers' own sweep (reap), in batches until a batch comes back short.
+        for (let batch = await q.reap(RECOVER_BATCH); ; batch = await q.reap(RECOVER_BATCH)) {
+          ids.push(...batch);
+          if (batch.length < RECOVER_BATCH) break;
+        }
+        if (g.json) return printJson({ recovered: ids.length, ids });
+        write(
+          ids.length === 0
+            ? `no expired leases in queue ${queue}: nothing to recover`
+            : `recovered ${ids.length} job(s) whose lease had expired: pending again (an attempt counted) — ${ids.slice(0, 10).join(', ')}${ids.length > 10 ? ', …' : ''}`,
+        );
+      });
+    });
 
   jobCommand(
     program,

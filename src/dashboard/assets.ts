@@ -14,9 +14,10 @@ body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-ser
 a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
 header.top { display: flex; gap: 1rem; align-items: center; padding: .6rem 1.2rem; background: var(--card); border-bottom: 1px solid var(--line); }
 .brand { font-weight: 700; color: var(--fg); }
-.crumbs { flex: 1; } .crumbs .sep { margin: 0 .4rem; color: var(--muted); }
+.crumbs { flex: 1; min-width: 0; overflow-wrap: anywhere; } .crumbs .sep { margin: 0 .4rem; color: var(--muted); }
 .live { font-size: 12px; color: var(--muted); } .live.on { color: var(--ok); } .live.on::before { content: "● "; }
 main { padding: 1rem 1.2rem 3rem; max-width: 1400px; margin: 0 auto; }
+@media (max-width: 600px) { header.top { flex-wrap: wrap; padding: .5rem .8rem; gap: .4rem .8rem; } main { padding-left: .6rem; padding-right: .6rem; } }
 h1 { font-size: 1.4rem; margin: .4rem 0 1rem; } h2 { font-size: 1rem; margin: 0 0 .6rem; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: .9rem 1rem; margin-bottom: 1rem; overflow-x: auto; }
 table.grid { border-collapse: collapse; width: 100%; }
@@ -28,6 +29,8 @@ pre { margin: 0; white-space: pre-wrap; word-break: break-word; max-height: 30re
 .err { color: var(--fail); max-width: 28rem; overflow: hidden; text-overflow: ellipsis; }
 .badge { display: inline-block; font-size: 11px; padding: 1px 6px; border-radius: 9px; border: 1px solid var(--line); color: var(--muted); }
 .badge.paused { color: var(--warn); border-color: var(--warn); }
+.badge.dead, .badge.lease-expired { color: var(--fail); border-color: var(--fail); }
+.warn { border-left: 3px solid var(--warn); padding: .4rem .6rem; margin: .4rem 0; }
 .state { display: inline-block; font-size: 12px; padding: 1px 8px; border-radius: 9px; background: var(--line); }
 .state-completed { background: var(--ok); color: #fff; } .state-dead { background: var(--fail); color: #fff; }
 .state-active { background: var(--accent); color: #fff; } .state-cancelled { background: var(--muted); color: #fff; }
@@ -70,6 +73,7 @@ export const DASHBOARD_JS = String.raw`(function () {
   var base = meta('emq-base') || '';
   var csrf = meta('csrf-token');
   var liveEl = document.getElementById('live');
+  var MAX_STREAM_QUEUES = 100; // the event stream's limit (routes.ts)
   var ACTIONS = { promote: ['scheduled'], retry: ['dead', 'cancelled', 'completed'], cancel: ['scheduled', 'pending', 'active'],
     remove: ['scheduled', 'pending', 'completed', 'dead', 'cancelled'] };
 
@@ -136,6 +140,12 @@ export const DASHBOARD_JS = String.raw`(function () {
     es.addEventListener('error', function () {
       liveEl.textContent = 'reconnecting'; liveEl.classList.remove('on'); body.setAttribute('data-live', 'down');
     });
+    es.addEventListener('down', function (m) {
+      var why = 'Redis down';
+      try { why = JSON.parse(m.data).error || why; } catch (err) { /* keep the short form */ }
+      liveEl.textContent = 'Redis down'; liveEl.title = why; liveEl.classList.remove('on');
+      body.setAttribute('data-live', 'redis-down');
+    });
     es.addEventListener('job', function (m) {
       var e;
       try { e = JSON.parse(m.data); } catch (err) { return; }
@@ -178,7 +188,12 @@ export const DASHBOARD_JS = String.raw`(function () {
       }).catch(function () {});
     }, 500);
     var charts = throttle(refreshCharts, 5000);
-    follow(queues, function () { refresh(); charts(); });
+    if (queues.length > MAX_STREAM_QUEUES) {
+      // One event reader per queue does not scale to hundreds of queues: poll the counts instead.
+      liveEl.textContent = 'every 5 s'; liveEl.title = queues.length + ' queues: counts are polled';
+      body.setAttribute('data-live', 'polling');
+      setInterval(refresh, 5000);
+    } else follow(queues, function () { refresh(); charts(); });
     setInterval(function () { refresh(); refreshCharts(); }, 30000);
   }
 
@@ -196,11 +211,13 @@ export const DASHBOARD_JS = String.raw`(function () {
       var tr = el('tr', { 'data-job': job.id });
       var td = el('td'); td.appendChild(el('a', { class: 'mono', href: base + qbase + '/jobs/' + enc(job.id) }, job.id)); tr.appendChild(td);
       tr.appendChild(el('td', null, job.name || ''));
-      td = el('td'); td.appendChild(el('span', { class: 'state state-' + job.state }, job.state)); tr.appendChild(td);
+      td = el('td'); td.appendChild(el('span', { class: 'state state-' + job.state }, job.state));
+      if (job.leaseExpired) { td.appendChild(document.createTextNode(' ')); td.appendChild(el('span', { class: 'badge lease-expired' }, 'lease expired')); }
+      tr.appendChild(td);
       tr.appendChild(el('td', { class: 'num' }, job.attempts + ' / ' + job.maxAttempts));
       tr.appendChild(el('td', null, job.group || ''));
       tr.appendChild(el('td', null, fmtTime(job.createdAt)));
-      tr.appendChild(el('td', null, fmtTime(job.finishedAt || job.startedAt || job.runAt)));
+      tr.appendChild(el('td', null, fmtTime(job.leaseUntil || job.finishedAt || job.startedAt || job.runAt)));
       tr.appendChild(el('td', { class: 'err' }, job.error ? job.error.message : ''));
       td = el('td', { class: 'actions' });
       if (csrf) {

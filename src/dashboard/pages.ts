@@ -2,7 +2,15 @@
 // a queue (names, ids, payloads, results, errors, event fields) passes through esc(): nothing
 // a job carries is ever markup. The page script (assets.ts) only updates text and attributes.
 
-import type { JobDetail, MinuteRate, QueueStats, QueueSummary, SchedulersResult } from '../inspect.js';
+import {
+  type JobDetail,
+  type ListedJob,
+  type MinuteRate,
+  type QueueStats,
+  type QueueSummary,
+  type SchedulersResult,
+  STALE_BEATS,
+} from '../inspect.js';
 import type { JobState, JobView } from '../queue.js';
 import { JOB_STATES } from '../queue.js';
 
@@ -221,14 +229,17 @@ export interface QueuePageView {
 /** The columns of the jobs table; the page script builds rows with the same cells. */
 export function jobRow(ctx: PageContext, queue: string, job: JobView, ret: string): string {
   const base = `/queues/${q(queue)}/jobs/${q(job.id)}`;
-  const when = job.finishedAt ?? job.startedAt ?? job.runAt;
+  const when = (job as ListedJob).leaseUntil ?? job.finishedAt ?? job.startedAt ?? job.runAt;
   const actions = (['promote', 'retry', 'cancel', 'remove'] as const)
     .filter((a) => ACTION_STATES[a].includes(job.state))
     .map((a) =>
       form(ctx, href(ctx, `${base}/${a}`), a[0]!.toUpperCase() + a.slice(1), ret, { danger: a === 'remove' }),
     )
     .join('');
-  return `<tr data-job="${esc(job.id)}"><td><a class="mono" href="${esc(href(ctx, base))}">${esc(job.id)}</a></td><td>${esc(job.name ?? '')}</td><td>${stateBadge(job.state)}</td><td class="num">${job.attempts} / ${job.maxAttempts}</td><td>${esc(job.group ?? '')}</td><td>${fmtTime(job.createdAt)}</td><td>${fmtTime(when)}</td><td class="err">${esc(job.error?.message ?? '')}</td><td class="actions">${actions}</td></tr>`;
+  const lease = (job as ListedJob).leaseExpired
+    ? ' <span class="badge lease-expired">lease expired</span>'
+    : '';
+  return `<tr data-job="${esc(job.id)}"><td><a class="mono" href="${esc(href(ctx, base))}">${esc(job.id)}</a></td><td>${esc(job.name ?? '')}</td><td>${stateBadge(job.state)}${lease}</td><td class="num">${job.attempts} / ${job.maxAttempts}</td><td>${esc(job.group ?? '')}</td><td>${fmtTime(job.createdAt)}</td><td>${fmtTime(when)}</td><td class="err">${esc(job.error?.message ?? '')}</td><td class="actions">${actions}</td></tr>`;
 }
 
 export function queuePage(ctx: PageContext, v: QueuePageView): string {
@@ -273,21 +284,31 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
   const lanes =
     stats.lanes.length === 0
       ? '<p class="empty">No lanes: jobs enqueued with a group wait in its lane.</p>'
-      : `<table class="grid"><thead><tr><th>lane</th><th class="num">pending</th><th class="num">running</th><th class="num">concurrency</th><th>rate limit</th><th></th></tr></thead><tbody>${stats.lanes
+      : `<table class="grid"><thead><tr><th>lane</th><th class="num">pending</th><th class="num">oldest wait</th><th class="num">running</th><th class="num">concurrency</th><th>rate limit</th><th></th></tr></thead><tbody>${stats.lanes
           .map(
             (l) =>
-              `<tr data-lane="${esc(l.group)}"><td><a href="${esc(href(ctx, `/queues/${q(name)}`, { state: 'pending', lane: l.group }))}">${esc(l.group)}</a></td><td class="num" data-lane-pending>${l.pending}</td><td class="num" data-lane-running>${l.running}</td><td class="num">${l.concurrency || '∞'}</td><td>${l.rateLimit ? esc(`${l.rateLimit.max} per ${l.rateLimit.perMs} ms`) : '—'}</td><td>${l.paused ? '<span class="badge paused">paused</span>' : ''}</td></tr>`,
+              `<tr data-lane="${esc(l.group)}"><td><a href="${esc(href(ctx, `/queues/${q(name)}`, { state: 'pending', lane: l.group }))}">${esc(l.group)}</a></td><td class="num" data-lane-pending>${l.pending}</td><td class="num" data-lane-wait>${stats.lanesOldestWaitingMs[l.group] === undefined ? '—' : `${Math.round(stats.lanesOldestWaitingMs[l.group]! / 1000)} s`}</td><td class="num" data-lane-running>${l.running}</td><td class="num">${l.concurrency || '∞'}</td><td>${l.rateLimit ? esc(`${l.rateLimit.max} per ${l.rateLimit.perMs} ms`) : '—'}</td><td>${l.paused ? '<span class="badge paused">paused</span>' : ''}</td></tr>`,
           )
           .join('')}</tbody></table>`;
   const consumers =
     stats.consumers.length === 0
       ? '<p class="empty">No consumer sent a heartbeat in the last 10 minutes.</p>'
-      : `<table class="grid"><thead><tr><th>consumer</th><th>host</th><th class="num">pid</th><th class="num">running / concurrency</th><th>last seen</th></tr></thead><tbody>${stats.consumers
+      : `<table class="grid"><thead><tr><th>consumer</th><th>host</th><th class="num">pid</th><th class="num">running / concurrency</th><th>last seen</th><th>state</th></tr></thead><tbody>${stats.consumers
           .map(
             (c) =>
-              `<tr><td class="mono">${esc(c.id)}</td><td>${esc(c.host)}</td><td class="num">${c.pid}</td><td class="num">${c.running} / ${c.concurrency}</td><td>${fmtTime(c.lastSeen)}</td></tr>`,
+              `<tr data-consumer="${esc(c.id)}" data-alive="${c.alive}"><td class="mono">${esc(c.id)}</td><td>${esc(c.host)}</td><td class="num">${c.pid}</td><td class="num">${c.running} / ${c.concurrency}</td><td>${fmtTime(c.lastSeen)}</td><td>${c.alive ? 'alive' : `<span class="badge dead">dead</span> no beat for ${Math.round(c.silentMs / 1000)} s (over ${STALE_BEATS} beats)`}</td></tr>`,
           )
           .join('')}</tbody></table>`;
+  const recover =
+    stats.expiredLeases > 0
+      ? `<div class="warn" id="expired-leases">${stats.expiredLeases} active job(s) are past their lease deadline: their consumer died and no running consumer recovered them. ${form(
+          ctx,
+          href(ctx, `/queues/${q(name)}/recover`),
+          'Recover them',
+          self,
+          { confirm: `Return ${stats.expiredLeases} job(s) with an expired lease to pending?` },
+        )}</div>`
+      : '';
   const r = stats.rates;
   const heading = `${v.lane === undefined ? v.state : `pending in lane ${v.lane}`}${v.tag ? ` tagged ${v.tag}` : ''}`;
   const tagFilter = `<form class="tag-filter" method="get" action="${esc(href(ctx, `/queues/${q(name)}`))}"><input type="hidden" name="state" value="${esc(v.state)}">${v.lane ? `<input type="hidden" name="lane" value="${esc(v.lane)}">` : ''}<input name="tag" placeholder="tag" value="${esc(v.tag ?? '')}" aria-label="only jobs with this tag"><button class="btn" type="submit">Filter</button></form>`;
@@ -306,7 +327,7 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
     crumbs: [[name, null]],
     body: `<h1>${esc(name)} <span class="badge paused" data-paused${stats.paused ? '' : ' hidden'}>paused</span></h1>
 <div class="toolbar">${pause}<a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/schedulers`))}">Schedulers and repeats</a></div>
-<section class="card"><h2>Throughput, last 60 minutes</h2><p class="stats"><span data-stat="completedLastHour">${r.completedLastHour}</span> completed · <span data-stat="failedLastHour">${r.failedLastHour}</span> failed attempts · failure rate <span data-stat="failureRate">${(r.failureRate * 100).toFixed(1)}</span>%</p><div class="chart-box" data-chart="${esc(name)}">${throughputSvg(r.perMinute, name)}</div></section>
+<section class="card"><h2>Throughput, last 60 minutes</h2><p class="stats"><span data-stat="completedLastHour">${r.completedLastHour}</span> completed · <span data-stat="failedLastHour">${r.failedLastHour}</span> failed attempts · failure rate <span data-stat="failureRate">${(r.failureRate * 100).toFixed(1)}</span>% · oldest waiting job: <span id="oldest-wait">${stats.oldestWaitingMs === null ? 'none waits' : `${Math.round(stats.oldestWaitingMs / 1000)} s`}</span></p><div class="chart-box" data-chart="${esc(name)}">${throughputSvg(r.perMinute, name)}</div></section>
 <nav class="tabs" aria-label="states">${tabs}</nav>
 ${laneTabs ? `<nav class="tabs lanes" aria-label="lanes"><span class="tabs-label">lanes:</span>${laneTabs}</nav>` : ''}
 <section class="card"><div class="toolbar"><h2>${esc(heading)}</h2>${tagFilter}${retryAll}</div>
@@ -314,7 +335,7 @@ ${laneTabs ? `<nav class="tabs lanes" aria-label="lanes"><span class="tabs-label
 ${v.jobs.length === 0 ? '<p class="empty" id="jobs-empty">No jobs here.</p>' : ''}
 <div class="pager"><span id="jobs-range">${from}–${to} of ${v.total}</span>${prev}${next}</div></section>
 <section class="card"><h2>Lanes</h2>${lanes}</section>
-<section class="card"><h2>Consumers</h2>${consumers}</section>`,
+<section class="card"><h2>Consumers</h2>${recover}${consumers}</section>`,
   });
 }
 
@@ -376,6 +397,7 @@ ${row('created', 'job-created', fmtTime(job.createdAt))}
 ${row('runs at', 'job-runat', fmtTime(job.runAt))}
 ${row('started', 'job-started', fmtTime(job.startedAt))}
 ${row('finished', 'job-finished', fmtTime(job.finishedAt))}
+${job.leaseUntil === undefined ? '' : row('lease until', 'job-lease', `${fmtTime(job.leaseUntil)}${job.leaseExpired ? ' (expired: its consumer died; `echomq recover` or a running consumer returns it)' : ''}`)}
 </dl></section>
 ${section('job-data', 'Data', pretty(job.data))}
 ${section('job-result', 'Result', job.result === undefined ? undefined : pretty(job.result))}

@@ -29,6 +29,8 @@ const MAX_STREAMS = 100;
 const MAX_STREAM_QUEUES = 100;
 const CHART_QUEUES = 100;
 const PING_MS = 15_000;
+/** How often an open event stream checks that Redis still answers (the connection's state, no call). */
+const HEALTH_MS = 1000;
 
 /** The connection, the readers and the metrics of a dashboard, made on its first request. */
 export interface Parts {
@@ -232,8 +234,22 @@ async function stream(c: ReadCall & { p: Parts }, names: string[]): Promise<void
     }),
   );
   const ping = setInterval(() => res.write(': ping\n\n'), PING_MS);
+  // The stream to the browser outlives an outage of Redis: say so (event down), and ready again
+  // once the connection is back, so the page never shows "live" while nothing can arrive.
+  let up = true;
+  const health = setInterval(() => {
+    const now = p.mq.connector.client.status === 'ready';
+    if (now === up) return;
+    up = now;
+    res.write(
+      now
+        ? 'event: ready\ndata: {}\n\n'
+        : `event: down\ndata: ${JSON.stringify({ error: `Redis at ${p.mq.connector.where} does not answer` })}\n\n`,
+    );
+  }, HEALTH_MS);
   const end = () => {
     clearInterval(ping);
+    clearInterval(health);
     for (const u of unsubscribe) u();
     site.streams.delete(res);
   };
@@ -257,6 +273,7 @@ export const ACTIONS: readonly Route<Action>[] = [
     q.retryAll({ state: fields.state === 'cancelled' ? 'cancelled' : 'dead' }),
   ),
   route<Action>('/queues/:queue/pause', (q) => q.pause()),
+  route<Action>('/queues/:queue/recover', async (q) => (await q.reap(1000)).length),
   route<Action>('/queues/:queue/resume', (q) => q.resume()),
 ];
 

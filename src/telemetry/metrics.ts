@@ -2,7 +2,8 @@
 //   1. gauges     — jobs per state, per lane (pending, running), paused queues and lanes, live
 //                   consumers: read through the Inspector when the registry is scraped, never
 //                   between scrapes
-//   2. counters   — completed jobs and failed attempts (by reason), from each queue's events
+//                   and the wait of the job next in line (per queue and lane)
+//   2. counters   — completed jobs, failed attempts (by reason) and dead-lettered jobs, from each queue's events
 //                   stream, so they count the work of every consumer on the queue, anywhere
 //   3. wait       — enqueue-to-start latency, also from the events stream: the time between the
 //                   entry that made a job claimable (`added`, or `waiting` after a delay, a retry
@@ -156,6 +157,30 @@ export function registerMetrics(registry: Registry, opts: MetricsOptions): EchoM
     },
   });
   new Gauge({
+    name: `${prefix}oldest_waiting_seconds`,
+    help: 'How long the job next in line has waited (the longest over flat pending and the lanes); 0 when none waits',
+    labelNames: ['queue'] as const,
+    registers: [registry],
+    async collect() {
+      const all = await read();
+      this.reset();
+      for (const s of all) this.set({ queue: s.name }, (s.oldestWaitingMs ?? 0) / 1000);
+    },
+  });
+  new Gauge({
+    name: `${prefix}lane_oldest_waiting_seconds`,
+    help: 'How long the job next in line in each lane that holds waiting jobs has waited',
+    labelNames: ['queue', 'lane'] as const,
+    registers: [registry],
+    async collect() {
+      const all = await read();
+      this.reset();
+      for (const s of all)
+        for (const [lane, ms] of Object.entries(s.lanesOldestWaitingMs))
+          this.set({ queue: s.name, lane }, ms / 1000);
+    },
+  });
+  new Gauge({
     name: `${prefix}consumers`,
     help: 'Consumers that sent a heartbeat recently',
     labelNames: ['queue'] as const,
@@ -177,6 +202,12 @@ export function registerMetrics(registry: Registry, opts: MetricsOptions): EchoM
     name: `${prefix}jobs_failed_total`,
     help: 'Failed attempts by reason (error, unrecoverable, cancelled, stalled), from the events stream',
     labelNames: ['queue', 'reason'] as const,
+    registers: [registry],
+  });
+  const deadLettered = new Counter({
+    name: `${prefix}jobs_dead_lettered_total`,
+    help: 'Jobs that ended dead (attempts used up, or an unrecoverable error), from the events stream',
+    labelNames: ['queue'] as const,
     registers: [registry],
   });
   const wait = new Histogram({
@@ -209,6 +240,7 @@ export function registerMetrics(registry: Registry, opts: MetricsOptions): EchoM
   const onEvent = (queue: string, e: QueueEvent): void => {
     if (e.event === 'completed') completed.inc({ queue });
     else if (e.event === 'failed') failed.inc({ queue, reason: e.fields.reason ?? 'error' });
+    else if (e.event === 'retries_exhausted') deadLettered.inc({ queue });
     let since = claimable.get(queue);
     if (!since) {
       since = new Map();

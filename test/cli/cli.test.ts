@@ -194,7 +194,8 @@ describe('usage', CHILD_PROCESSES, () => {
     expect(unknown.stderr).toContain("unknown command 'frobnicate'");
     const badState = await cli(['jobs', 'q', '--state', 'bogus']);
     expect(badState.code).toBe(1);
-    expect(badState.stderr).toContain('Allowed choices are scheduled, pending');
+    expect(badState.stderr).toContain('expected one of scheduled, pending');
+    expect(badState.stderr).toContain('failed, delayed, waiting');
     const badLimit = await cli(['jobs', 'q', '--limit', '0']);
     expect(badLimit.code).toBe(1);
     expect(badLimit.stderr).toContain('expected a whole number from 1 to 1000');

@@ -278,6 +278,52 @@ describe('dashboard over HTTP', () => {
     expect(queuePage).toContain('data-tag="vip"');
   });
 
+  it('shows a dead consumer, an expired lease and the oldest wait, and recovers the job from the queue page', async () => {
+    // A consumer that never extends its 300 ms lease and recovers nothing: its job's lease expires.
+    let started!: () => void;
+    const running = new Promise<void>((r) => {
+      started = r;
+    });
+    const c = q.consume(
+      async () => {
+        started();
+        await new Promise(() => {});
+      },
+      { leaseMs: 300, extendMs: 600_000, recovery: 'off', beatMs: 100 },
+    );
+    cleanups.push(() => c.close({ timeoutMs: 0 }));
+    const { id } = await q.enqueue({ n: 1 });
+    await running;
+    await q.lanes.pause('tenant-a'); // its job waits
+    await q.enqueue({ n: 2 }, { group: 'tenant-a' });
+    // And one that was killed: its last beat a minute ago.
+    const [s, us] = await raw.time();
+    const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    await raw.zadd(q.keys.key('consumers'), now - 60_000, 'gone:1:dead');
+    await raw.hset(
+      q.keys.key('consumers:info'),
+      'gone:1:dead',
+      JSON.stringify({ host: 'gone', pid: 1, beatMs: 1000 }),
+    );
+    await new Promise((r) => setTimeout(r, 400)); // past the 300 ms lease
+    const d = await dashboard();
+    const html = await (await fetch(`${d.url}queues/${name}?state=active`)).text();
+    expect(html).toContain('lease expired');
+    expect(html).toMatch(/data-consumer="gone:1:dead" data-alive="false"/);
+    expect(html).toMatch(/<span class="badge dead">dead<\/span> no beat for \d+ s \(over 3 beats\)/);
+    expect(html).toContain('1 active job(s) are past their lease deadline');
+    expect(html).toMatch(/id="oldest-wait">\d+ s</);
+    expect(html).toMatch(/data-lane-wait>\d+ s</);
+    const token = await csrfOf(d.url);
+    const res = await fetch(`${d.url}queues/${name}/recover`, {
+      method: 'POST',
+      headers: { 'x-csrf-token': token },
+    });
+    // One job returned to pending (this test's consumer, still running, may claim it again).
+    expect(await res.json()).toEqual({ ok: true, result: 1 });
+    expect(await q.get(id)).not.toBeNull();
+  });
+
   it('escapes a payload, a job name and an error message everywhere', async () => {
     const evil = '<script>alert(1)</script>';
     const id = await deadJob({ html: evil }, { name: evil }, `bad ${evil}`);
@@ -548,5 +594,98 @@ describe.skipIf(!HAS_CHROMIUM)(
       await page.screenshot({ path: join(ROOT, 'test-artifacts', 'dashboard-overview.png'), fullPage: true });
       expect(problems).toEqual([]);
     }, 120_000); // Chromium's start alone takes seconds on a loaded CI machine
+
+    it('operators: dead consumer, expired lease, oldest wait; fits 390 px; never "live" while Redis is down; polls above 100 queues', async () => {
+      const { chromium } = await import('playwright-core');
+      // Its own Redis, to stop it under the page.
+      const server = await RedisServer.start();
+      const own = await EchoMQ.connect({ url: server.url, redisOptions: { maxRetriesPerRequest: 1 } });
+      const oq = own.queue('emails');
+      cleanups.push(async () => {
+        await own.close({ timeoutMs: 0 });
+        await server.stop();
+      });
+      const c = oq.consume(
+        async () => {
+          await new Promise(() => {});
+        },
+        { leaseMs: 300, extendMs: 600_000, recovery: 'off', beatMs: 100, concurrency: 1 },
+      );
+      const { id } = await oq.enqueue({ to: 'ada@example.com', template: 'welcome' }, { name: 'send-email' });
+      await oq.lanes.pause('tenant-a');
+      await oq.enqueue({ to: 'bob@example.com' }, { name: 'send-email', group: 'tenant-a' });
+      const admin = server.client();
+      const [sec] = await admin.time();
+      await admin.zadd(oq.keys.key('consumers'), Number(sec) * 1000 - 60_000, 'worker-7:4242:dead');
+      await admin.hset(
+        oq.keys.key('consumers:info'),
+        'worker-7:4242:dead',
+        JSON.stringify({ host: 'worker-7', pid: 4242, concurrency: 10, running: 3, beatMs: 1000 }),
+      );
+      await new Promise((r) => setTimeout(r, 400)); // past the 300 ms lease
+      const d = await startDashboard({ mq: own, port: 0 });
+      cleanups.push(() => d.close());
+      const browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        headless: true,
+        args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+      });
+      cleanups.push(() => browser.close());
+      const shots = join(ROOT, 'test-artifacts');
+      mkdirSync(shots, { recursive: true });
+      for (const [label, viewport] of [
+        ['desktop', { width: 1280, height: 900 }],
+        ['390', { width: 390, height: 844 }],
+      ] as const) {
+        const page = await browser.newPage({ viewport });
+        await page.goto(`${d.url}queues/emails?state=active`);
+        await page.locator('body[data-live="ready"]').waitFor();
+        expect(await page.locator('.badge.lease-expired').count()).toBe(1);
+        expect(await page.locator('tr[data-consumer="worker-7:4242:dead"] .badge.dead').count()).toBe(1);
+        expect(await page.locator('#expired-leases').textContent()).toContain('1 active job(s)');
+        expect(await page.locator('#oldest-wait').textContent()).toMatch(/\d+ s/);
+        await page.screenshot({ path: join(shots, `operators-queue-${label}.png`), fullPage: true });
+        await page.goto(`${d.url}queues/emails/jobs/${id}`);
+        await page.locator('#job-state').waitFor();
+        expect(await page.locator('#job-lease').textContent()).toContain('expired');
+        await page.screenshot({ path: join(shots, `operators-job-${label}.png`), fullPage: true });
+        if (label === '390') {
+          const width = await page.evaluate(
+            () =>
+              (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
+                .documentElement.scrollWidth,
+          );
+          expect(width, 'the job page is no wider than the screen').toBeLessThanOrEqual(390);
+        }
+        await page.close();
+      }
+
+      // Redis goes away under an open page: the badge leaves "live".
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      await page.goto(`${d.url}queues/emails`);
+      await page.locator('body[data-live="ready"]').waitFor();
+      await c.close({ timeoutMs: 0 });
+      await server.stop();
+      await page.locator('body[data-live="redis-down"]').waitFor({ timeout: 10_000 });
+      expect(await page.locator('#live').textContent()).toBe('Redis down');
+      await page.screenshot({ path: join(shots, 'operators-redis-down.png'), fullPage: true });
+      await page.close();
+
+      // Above 100 queues the overview polls instead of opening one stream for all (was HTTP 400).
+      const many = await dashboard();
+      const names = Array.from({ length: 120 }, (_, i) => `${name}-t${i}`);
+      await raw.sadd('emq:queues', ...names);
+      cleanups.push(() => raw.srem('emq:queues', ...names));
+      const overview = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      const problems: string[] = [];
+      overview.on('console', (m) => {
+        if (m.type() === 'error') problems.push(m.text());
+      });
+      await overview.goto(many.url);
+      await overview.locator('body[data-live="polling"]').waitFor();
+      expect(await overview.locator('#queues tr[data-queue]').count()).toBeGreaterThan(100);
+      expect(problems).toEqual([]);
+      await overview.close();
+    }, 180_000);
   },
 );
