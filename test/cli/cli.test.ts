@@ -249,7 +249,8 @@ describe('queues, stats, jobs, job, schedulers', CHILD_PROCESSES, () => {
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^completed\s+3$/m);
     expect(text.stdout).toMatch(/^dead\s+1$/m);
-    expect(text.stdout).toMatch(/^emails\s+1\s+0\s+2\s+5\/1s/m);
+    // The lane's row: pending, how long its next job has waited, running, concurrency, rate.
+    expect(text.stdout).toMatch(/^emails\s+1\s+\d+(ms|s|m)\s+0\s+2\s+5\/1s/m);
     expect(text.stdout).toContain('completed 3  failed 1  failure rate 25.0%');
     expect(text.stdout).toMatch(/^box:42:abc\s+box\s+42\s+3\/8/m);
 
