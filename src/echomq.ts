@@ -1,5 +1,6 @@
 // EchoMQ: a connection to Redis and the queues on it.
 import { Cluster } from 'ioredis';
+import { knownKeys } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import { addFlow, type FlowJob, type FlowResult } from './flows.js';
 import { Queue, type QueueOptions } from './queue.js';
@@ -9,6 +10,12 @@ import { detectNativeCommands } from './wire/native-module.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
 
+/** Every QueueOptions field (mq.queue(name, options)). */
+const QUEUE_OPTION_FIELDS: Record<keyof QueueOptions, true> = {
+  defaultAttempts: true,
+  maxPayloadBytes: true,
+};
+const QUEUE_OPTIONS: ReadonlySet<string> = new Set(Object.keys(QUEUE_OPTION_FIELDS));
 const CONNECT_OPTIONS = [
   'url',
   'redis',
@@ -66,8 +73,10 @@ export class EchoMQ {
   }
 
   /** The queue with this name (one object per name per connection). */
-  queue<D = unknown, R = unknown>(name: string, opts: QueueOptions = {}): Queue<D, R> {
+  queue<D = unknown, R = unknown>(name: string, options?: QueueOptions): Queue<D, R> {
     this.connector.assertOpen();
+    const opts = optionsObject(options, 'queue options');
+    knownKeys(opts, QUEUE_OPTIONS, 'queue option');
     let q = this.queues.get(name);
     if (!q) {
       q = new Queue<never, never>(this.connector, name, { ...this.defaults, ...opts });

@@ -215,6 +215,25 @@ describe('a Redis that does not answer', () => {
 });
 
 describe('consume() arguments', () => {
+  it('unknown options are refused for consume() and mq.queue(), naming the known ones', () => {
+    const refused = (call: () => unknown): string => {
+      try {
+        call();
+      } catch (e) {
+        expect((e as EchoMQError).code).toBe('EMQINPUT');
+        return (e as Error).message;
+      }
+      throw new Error('not refused');
+    };
+    expect(refused(() => q.consume(async () => {}, { concurency: 5 } as never))).toMatch(
+      /unknown consume option "concurency"; known: concurrency, leaseMs/,
+    );
+    expect(refused(() => mq.queue('typo-q', { defaultAttempt: 5 } as never))).toMatch(
+      /unknown queue option "defaultAttempt"; known: defaultAttempts, maxPayloadBytes/,
+    );
+    expect(consumers).toHaveLength(0);
+  });
+
   it('a handler that is not a function is refused at the call', () => {
     for (const bad of [undefined, null, 'send-email', { run() {} }]) {
       let err: unknown;

@@ -17,6 +17,7 @@ import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { updateData } from '../control.js';
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
+import { knownKeys } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue, thrownError } from '../core/errors.js';
 import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES, logLine } from '../logs.js';
@@ -107,6 +108,25 @@ export interface ConsumerEvents {
   closed: [];
 }
 
+/** Every ConsumeOptions field (the Record makes a new option a compile error until listed). */
+const CONSUME_OPTION_FIELDS: Record<keyof ConsumeOptions, true> = {
+  concurrency: true,
+  leaseMs: true,
+  extendMs: true,
+  beatMs: true,
+  recovery: true,
+  maxStalled: true,
+  promoteBatch: true,
+  ttlMs: true,
+  backoff: true,
+  maxErrorBytes: true,
+  maxStackBytes: true,
+  maxLogLines: true,
+  maxLogLineBytes: true,
+  durability: true,
+};
+/** Anything else is refused: a misspelt option is no silent default. */
+const CONSUME_OPTIONS: ReadonlySet<string> = new Set(Object.keys(CONSUME_OPTION_FIELDS));
 const DEFAULT_BACKOFF: BackoffPolicy = { kind: 'exponential', base: 1000, cap: 300_000 };
 const WATCHDOG_GRACE_MS = 2000;
 /** How late Redis may end a timed blocking read (its cron tick at the default hz 10), plus slack. */
@@ -278,6 +298,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       );
     }
     const opts = optionsObject(options, 'consume options');
+    knownKeys(opts, CONSUME_OPTIONS, 'consume option');
     this.concurrency = positive(opts.concurrency ?? 10, 'concurrency');
     this.leaseMs = positive(opts.leaseMs ?? 30_000, 'leaseMs');
     this.extendMs = positive(opts.extendMs ?? Math.max(1, Math.floor(this.leaseMs / 3)), 'extendMs');

@@ -20,3 +20,12 @@ export function wholeNumber(
   }
   return value;
 }
+
+/** Refuses a field of `value` that is not in `known`: `unknown <what> "<field>"; known: …`. */
+export function knownKeys(value: object, known: ReadonlySet<string>, what: string): void {
+  for (const key of Object.keys(value)) {
+    if (!known.has(key)) {
+      throw new EchoMQError('EMQINPUT', `unknown ${what} "${key}"; known: ${[...known].join(', ')}`);
+    }
+  }
+}
