@@ -22,6 +22,29 @@ static RedisModuleString *dedupe_key(Sweep *s, Str key) { return key3(s, cstr("d
 
 static int is(RedisModuleString *v, const char *text) { return v && str_eq(str_of(v), text); }
 
+/* P job:<parent>:failures, where a parent with `continue` = ignore records its failed children. */
+static RedisModuleString *failures_key(Sweep *s, Str parent) { return key3(s, cstr("job:"), parent, cstr(":failures")); }
+
+/* lib/flow.lua's record of an ignored failure: child id -> '<outcome>: <error>' (or '<outcome>'). */
+static int record_failure(Sweep *s, Str parent, RedisModuleString *child, const char *outcome) {
+  RedisModuleCallReply *r = RedisModule_Call(s->ctx, "HGET", "sc", job_key(s, str_of(child)), "error");
+  Str err = {NULL, 0};
+  if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_STRING) err.p = RedisModule_CallReplyStringPtr(r, &err.n);
+  size_t on = strlen(outcome), n = on + (err.p ? 2 + err.n : 0);
+  char stack[512];
+  char *buf = n <= sizeof(stack) ? stack : RedisModule_Alloc(n);
+  memcpy(buf, outcome, on);
+  if (err.p) memcpy(buf + on, ": ", 2), memcpy(buf + on + 2, err.p, err.n);
+  RedisModuleString *value = RedisModule_CreateString(s->ctx, buf, n);
+  if (buf != stack) RedisModule_Free(buf);
+  if (r) RedisModule_FreeCallReply(r);
+  RedisModuleCallReply *w = WRITE(s, "HSET", "sss", failures_key(s, parent), child, value);
+  RedisModule_FreeString(s->ctx, value);
+  if (!w) return 0;
+  RedisModule_FreeCallReply(w);
+  return 1;
+}
+
 int ended_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *dedupe, RedisModuleString *parent) {
   if (dedupe && !expect_type(s, dedupe_key(s, str_of(dedupe)), REDISMODULE_KEYTYPE_STRING)) return 0;
   for (int step = 0; parent && step < MAX_CHAIN; step++) {
@@ -32,7 +55,11 @@ int ended_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *dedupe, Redis
     if (!is(row[STATE], "waiting_children")) return 1;
     if (!expect_type(s, queue_key(s, "waiting_children"), REDISMODULE_KEYTYPE_ZSET)) return 0;
     if (!expect_type(s, K->events, REDISMODULE_KEYTYPE_STREAM)) return 0;
-    if (is(row[CONTINUE], "1") && !bad_parent_field(row)) return release_keys_ok(s, K, row[GROUP], row[PRIO]);
+    int ignore = is(row[CONTINUE], "ignore");
+    if (ignore && !bad_parent_field(row) && !expect_type(s, failures_key(s, str_of(parent)), REDISMODULE_KEYTYPE_HASH))
+      return 0;
+    if ((is(row[CONTINUE], "1") || ignore) && !bad_parent_field(row))
+      return release_keys_ok(s, K, row[GROUP], row[PRIO]);
     if (!expect_type(s, queue_key(s, "dead"), REDISMODULE_KEYTYPE_ZSET)) return 0;
     parent = row[PARENT];
   }
@@ -84,7 +111,9 @@ int child_ended(Sweep *s, const QueueKeys *K, RedisModuleString *parent, Str id,
     if (!is(row[STATE], "waiting_children")) return 0;
     RedisModuleCallReply *r;
     const char *field = bad_parent_field(row);
-    if (is(row[CONTINUE], "1") && !field) {
+    int ignore = is(row[CONTINUE], "ignore");
+    if (ignore && !field && !record_failure(s, pid, child, outcome)) return 0;
+    if ((is(row[CONTINUE], "1") || ignore) && !field) {
       r = WRITE(s, "HINCRBY", "scl", pk, "children", -1LL);
       if (!r) return 0;
       long long left = reply_int(r);

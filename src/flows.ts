@@ -18,6 +18,13 @@ export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {
    * or removed); without it (the default), such a child ends the parent dead.
    */
   continueOnChildFailure?: boolean;
+  /**
+   * What a child that ends without completing (dead, cancelled, removed) does to this parent:
+   * 'fail' (default) ends it dead; 'remove' drops the dependency (the same as
+   * continueOnChildFailure); 'ignore' drops it too and records the failure, which the parent's
+   * handler reads with ctx.childrenFailures().
+   */
+  onChildFailure?: 'fail' | 'remove' | 'ignore';
 }
 
 export interface FlowJob<D = unknown> {
@@ -67,7 +74,13 @@ export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResu
           'one script admits and releases them, and each queue is its own Redis Cluster hash slot',
       );
     }
-    const { continueOnChildFailure, ...opts } = job.opts ?? {};
+    const { continueOnChildFailure, onChildFailure, ...opts } = job.opts ?? {};
+    if (onChildFailure !== undefined && !['fail', 'remove', 'ignore'].includes(onChildFailure)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `onChildFailure must be 'fail', 'remove' or 'ignore', got ${String(onChildFailure)}`,
+      );
+    }
     if ('dedupe' in opts) throw new EchoMQError('EMQINPUT', 'dedupe is not supported on the jobs of a flow');
     const name = job.name ?? opts.name;
     const a = queue.admission(job.data, name === undefined ? opts : { ...opts, name });
@@ -79,7 +92,12 @@ export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResu
     }
     if (seen.has(a.id)) throw new EchoMQError('EMQINPUT', `job id ${a.id} appears twice in the flow`);
     seen.add(a.id);
-    const cont = continueOnChildFailure === true ? '1' : '';
+    const cont =
+      onChildFailure === 'ignore'
+        ? 'ignore'
+        : onChildFailure === 'remove' || (onChildFailure === undefined && continueOnChildFailure === true)
+          ? '1'
+          : '';
     argv.push(a.id, a.payload, a.priority, a.group, a.name, a.max, a.backoff, parent, cont);
     const children = job.children ?? [];
     if (!Array.isArray(children)) throw new EchoMQError('EMQINPUT', 'children must be an array of flow jobs');

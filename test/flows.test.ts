@@ -211,6 +211,33 @@ describe('a child that does not complete', () => {
     });
   });
 
+  it("with onChildFailure 'ignore' the parent runs and reads which children failed and why", async () => {
+    await start(1, async (job, ctx) => {
+      if (job.data.fail) throw new Error(`no ${job.data.step}`);
+      if (job.data.step !== 'p') return job.data.step;
+      return { results: await ctx.childrenResults(), failures: await ctx.childrenFailures() };
+    });
+    const flow = await mq.flow({
+      queue: name,
+      data: { step: 'p' },
+      opts: { onChildFailure: 'ignore' },
+      children: [
+        { queue: name, data: { step: 'bad', fail: true }, opts: { attempts: 1 } },
+        { queue: name, data: { step: 'good' } },
+      ],
+    });
+    const [bad, good] = flow.children.map((c) => c.id);
+    expect(await q.waitFor(flow.id, { timeoutMs: 5000 })).toEqual({
+      results: { [good!]: 'good' },
+      failures: { [bad!]: 'dead: no bad' },
+    });
+    await q.remove(flow.id);
+    expect(await raw.exists(`${P}job:${flow.id}:failures`)).toBe(0);
+    await expect(
+      mq.flow({ queue: name, data: {}, opts: { onChildFailure: 'skip' as never }, children: [] }),
+    ).rejects.toMatchObject({ code: 'EMQINPUT' });
+  });
+
   it('a cancelled or removed child fails its waiting parent', async () => {
     const one = await mq.flow({
       queue: name,

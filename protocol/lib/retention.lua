@@ -15,7 +15,8 @@ local function trim(p, set, keep, age, now, window)
     for i = 1, #old, 2 do
       local id = old[i]
       local jk = p .. 'job:' .. id
-      rows[#rows + 1], rows[#rows + 2], rows[#rows + 3] = jk, jk .. ':results', jk .. ':logs'
+      rows[#rows + 1], rows[#rows + 2], rows[#rows + 3], rows[#rows + 4] = jk, jk .. ':results', jk .. ':logs',
+        jk .. ':failures'
       ids[#ids + 1] = id
       ended[i], ended[i + 1] = old[i + 1], id
     end
@@ -36,7 +37,7 @@ local function retain(p, set, id, spec, now, window)
   if count == 0 then
     local jk = p .. 'job:' .. id
     redis.call('ZREM', set, id)
-    redis.call('DEL', jk, jk .. ':results', jk .. ':logs')
+    redis.call('DEL', jk, jk .. ':results', jk .. ':logs', jk .. ':failures')
     remember(p, { now, id }, now, window)
     return
   end

@@ -190,7 +190,8 @@ local function trim(p, set, keep, age, now, window)
     for i = 1, #old, 2 do
       local id = old[i]
       local jk = p .. 'job:' .. id
-      rows[#rows + 1], rows[#rows + 2], rows[#rows + 3] = jk, jk .. ':results', jk .. ':logs'
+      rows[#rows + 1], rows[#rows + 2], rows[#rows + 3], rows[#rows + 4] = jk, jk .. ':results', jk .. ':logs',
+        jk .. ':failures'
       ids[#ids + 1] = id
       ended[i], ended[i + 1] = old[i + 1], id
     end
@@ -211,7 +212,7 @@ local function retain(p, set, id, spec, now, window)
   if count == 0 then
     local jk = p .. 'job:' .. id
     redis.call('ZREM', set, id)
-    redis.call('DEL', jk, jk .. ':results', jk .. ':logs')
+    redis.call('DEL', jk, jk .. ':results', jk .. ':logs', jk .. ':failures')
     remember(p, { now, id }, now, window)
     return
   end
@@ -301,8 +302,9 @@ end
 -- A completed child stores its result in P job:<parent>:results (child id -> result) and
 -- counts down; at zero the parent is released to claimable work (event waiting). A child
 -- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
--- reason child), and that parent's parent in turn, unless the parent has `continue` = 1,
--- when it only counts down. A parent that is no longer waiting ignores its children. A parent
+-- reason child), and that parent's parent in turn, unless the parent has `continue` = 1
+-- (remove the dependency: it only counts down) or `continue` = ignore (it counts down and
+-- records the failure in P job:<parent>:failures, child id -> '<outcome>: <error>'). A parent that is no longer waiting ignores its children. A parent
 -- whose children or prio is not a whole number (lib/rows.lua) cannot count down or be
 -- released: it fails as with a failed child, its error EMQDATA naming the field.
 -- True when claimable work went from none to some (the caller wakes parked consumers).
@@ -315,7 +317,11 @@ local function child_ended(p, K, parent, id, outcome, result, now, emax)
     if row[1] ~= 'waiting_children' then return false end
     local field = bad_number(row, { 'children', 6, counter_text, 'prio', 4, whole_text })
     if ok and not field then redis.call('HSET', pk .. ':results', id, result) end
-    if (ok or row[2] == '1') and not field then
+    if not ok and row[2] == 'ignore' and not field then
+      local err = redis.call('HGET', p .. 'job:' .. id, 'error')
+      redis.call('HSET', pk .. ':failures', id, err and (outcome .. ': ' .. err) or outcome)
+    end
+    if (ok or row[2] == '1' or row[2] == 'ignore') and not field then
       if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
       redis.call('ZREM', p .. 'waiting_children', parent)
       redis.call('HSET', pk, 'state', 'pending')

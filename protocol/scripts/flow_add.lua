@@ -5,7 +5,8 @@
 -- ARGV: prefix, then one 9-tuple per job, each parent before its children: id payload priority
 --   group name max backoff parent continue
 --   parent: '' for the first tuple (the root), else the id of an earlier tuple; continue: '1'
---   when the job runs even if a child of it fails (else a failed child fails it), '' otherwise;
+--   when the job runs even if a child of it fails (else a failed child fails it), 'ignore' when
+--   it also records the failure (P job:<id>:failures), '' otherwise;
 --   the other fields as in enqueue
 -- REPLY: 1 admitted, 0 duplicate (the root's id exists; nothing written)
 -- ERRORS: EMQKIND any id not JOB-namespaced; EMQINPUT a malformed tuple list (a parent that is
@@ -167,7 +168,7 @@ for i = 0, n - 1 do
   if parent ~= '' then redis.call('HSET', jk, 'parent', parent) end
   if waiting then
     redis.call('HSET', jk, 'children', children[id])
-    if ARGV[b + 8] == '1' then redis.call('HSET', jk, 'continue', '1') end
+    if ARGV[b + 8] == '1' or ARGV[b + 8] == 'ignore' then redis.call('HSET', jk, 'continue', ARGV[b + 8]) end
     redis.call('ZADD', p .. 'waiting_children', now, id)
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting_children', 'id', id, 'name', name)
   else

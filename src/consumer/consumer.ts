@@ -81,6 +81,11 @@ export interface JobContext {
   progress(value: number | object): Promise<void>;
   /** A flow parent's completed children's results, child id -> result (null when none). */
   childrenResults(): Promise<Record<string, unknown>>;
+  /**
+   * A flow parent's children that ended without completing while it ignores failures
+   * (onChildFailure 'ignore'): child id -> '<dead|cancelled|removed>: <error>'.
+   */
+  childrenFailures(): Promise<Record<string, string>>;
   /** Replaces this job's stored data (fenced by the lease; `job.data` stays what it was). */
   update(data: unknown): Promise<void>;
   /**
@@ -204,6 +209,11 @@ class Running<D> implements Job<D>, JobContext {
 
   update(data: unknown): Promise<void> {
     return updateData(this.consumer.queue as Queue<unknown, unknown>, this.id, data, this.token);
+  }
+
+  childrenFailures(): Promise<Record<string, string>> {
+    const q = this.consumer.queue;
+    return q.connector.client.hgetall(`${q.keys.job(this.id)}:failures`);
   }
 
   async childrenResults(): Promise<Record<string, unknown>> {
