@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { FAULT_KINDS, planFaults } from '../chaos/faults.js';
 import { formatTable, runProfile } from '../chaos/harness.js';
+import { formatServerFaults, runServerFaults, serverFaultFailures } from '../chaos/server-faults.js';
 
 describe('chaos (short)', () => {
   it('the fault plan is seeded and covers every kind', () => {
@@ -43,5 +44,15 @@ describe('chaos (short)', () => {
     expect(report.claimedAfterCompleted, table).toBe(0);
     expect(report.recurring.repeatMade + report.recurring.schedMade, table).toBeGreaterThan(0);
     expect(report.failures, table).toEqual([]);
+  }, 120_000);
+
+  it('a server paused past the lease: nothing lost, nothing run twice, no superseded result accepted', async () => {
+    const rows = await runServerFaults(() => {}, ['pause']);
+    const table = formatServerFaults(rows);
+    expect(rows[0]!.skipped, table).toBeUndefined();
+    expect(rows[0]!.acknowledged, table).toBeGreaterThan(0);
+    expect(rows[0]!.lost, table).toBe(0);
+    expect(rows[0]!.runTwice, table).toBe(0);
+    expect(serverFaultFailures(rows), table).toEqual([]);
   }, 120_000);
 });
