@@ -39,7 +39,8 @@ static const char *bad_field(RedisModuleString **row, RedisModuleString **value)
 
 /* Read pass for one expired member: the keys its recovery, death or cancellation touches. Its
  * row is kept in `row` for the write pass: no write of this call touches an active job's row
- * but its own (a parent told of a child's end is waiting_children, not active). */
+ * but its own (a parent told of a child's end is waiting_children, not active; one found in
+ * active anyway has its state read again at its turn). */
 static int member_ok(Sweep *s, const QueueKeys *K, RedisModuleString *jk, RedisModuleString **row, long long max_stalled) {
   for (int f = 0; f < 7; f++) row[f] = NULL;
   if (!expect_type(s, jk, REDISMODULE_KEYTYPE_HASH)) return 0;
@@ -141,7 +142,10 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModuleString *bad;
     const char *field;
     if (row[STATE] && !is(row[STATE], "active")) {
-      if (rehome(s, &K, jk, id, row[STATE], &pending_card)) woke = 1;
+      /* The state as it is now, not as the read pass saw it: a waiting_children row found in
+       * active is a flow parent that an earlier member of this batch may have told of its end
+       * (dead, or released to pending), and the script re-homes what the row says at its turn. */
+      if (rehome(s, &K, jk, id, hash_field(s, jk, "state"), &pending_card)) woke = 1;
     } else if (row[STATE] && (field = bad_field(row, &bad))) {
       if (row[GROUP] && lane_done(s, &K, row[GROUP])) woke = 1;
       if (!s->failure && quarantine(s, &K, jk, id, field, str_of(bad), &pending_card)) woke = 1;
