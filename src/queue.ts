@@ -5,7 +5,7 @@
 import { type ConsumeOptions, Consumer, type Handler } from './consumer/consumer.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
 import { Backoff, type BackoffPolicy } from './core/backoff.js';
-import { PRIORITY_MAX, wholeNumber } from './core/check.js';
+import { knownKeys, PRIORITY_MAX, wholeNumber } from './core/check.js';
 import { encodeJson, parseMaybe } from './core/codec.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId, mintJobId } from './core/ids.js';
@@ -220,6 +220,22 @@ function tagList(tags: unknown): string {
   return [...new Set(tags as string[])].join(',');
 }
 const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
+const MANY_ITEM_KEYS = new Set(['data', 'opts']);
+const RETRY_ALL_OPTIONS = new Set(['state', 'name', 'error', 'batch', 'onProgress']);
+const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs']);
+const ENDED_SETS = new Set(['completed', 'dead']);
+const RETENTION_KEYS = new Set(['count', 'ageMs']);
+
+/** configure's retention, every level of it checked for unknown keys. */
+function retentionSettings(value: NonNullable<QueueSettings['retention']>): QueueSettings['retention'] {
+  const r = knownKeys(optionsObject(value, 'retention'), ENDED_SETS, 'retention set');
+  for (const set of ENDED_SETS) {
+    const one = r[set as 'completed' | 'dead'];
+    if (one !== undefined)
+      knownKeys(optionsObject(one, `retention.${set}`), RETENTION_KEYS, `retention.${set} option`);
+  }
+  return r;
+}
 
 /** The 9-tuple the enqueue script takes per job (schedule takes the same fields). */
 interface Admission {
@@ -253,14 +269,7 @@ function dedupeFields(d: DedupeOptions | undefined): { dedupeKey: string; dedupe
       "dedupe must be an object { key, mode: 'throttle' | 'debounce', ttlMs? }",
     );
   }
-  for (const k of Object.keys(d)) {
-    if (!DEDUPE_OPTIONS.has(k)) {
-      throw new EchoMQError(
-        'EMQINPUT',
-        `unknown dedupe option "${k}"; known: ${[...DEDUPE_OPTIONS].join(', ')}`,
-      );
-    }
-  }
+  knownKeys(d, DEDUPE_OPTIONS, 'dedupe option');
   if (typeof d.key !== 'string' || d.key.length === 0 || d.key.length > 200) {
     throw new EchoMQError('EMQINPUT', 'dedupe.key must be a string of 1-200 characters');
   }
@@ -360,14 +369,7 @@ export class Queue<D = unknown, R = unknown> {
   /** Validates and encodes one job for the admission scripts (enqueue, schedule, flow_add). */
   admission(data: D, options?: EnqueueOptions): Admission {
     const opts = optionsObject(options, 'enqueue options');
-    for (const key of Object.keys(opts)) {
-      if (!KNOWN_OPTIONS.has(key)) {
-        throw new EchoMQError(
-          'EMQINPUT',
-          `unknown enqueue option "${key}"; known: ${[...KNOWN_OPTIONS].join(', ')}`,
-        );
-      }
-    }
+    knownKeys(opts, KNOWN_OPTIONS, 'enqueue option');
     const id = opts.id ?? mintJobId();
     assertJobId(id);
     if (opts.group !== undefined) assertName('group', opts.group);
@@ -479,6 +481,8 @@ export class Queue<D = unknown, R = unknown> {
       if (typeof it !== 'object' || it === null) {
         throw new EchoMQError('EMQINPUT', 'enqueueMany takes an array of { data, opts? }');
       }
+      // A job option beside data ({ data, id }) would otherwise be dropped without a word.
+      knownKeys(it, MANY_ITEM_KEYS, 'enqueueMany item field', ' (job options go under opts)');
       return this.admission(it.data, it.opts);
     });
     const out: { id: string; status: EnqueueStatus }[] = new Array(jobs.length);
@@ -661,15 +665,7 @@ export class Queue<D = unknown, R = unknown> {
     } = {},
   ): Promise<number> {
     this.connector.assertOpen();
-    optionsObject(opts, 'retryAll options');
-    for (const key of Object.keys(opts)) {
-      if (!['state', 'name', 'error', 'batch', 'onProgress'].includes(key)) {
-        throw new EchoMQError(
-          'EMQINPUT',
-          `unknown retryAll option "${key}"; known: state, name, error, batch, onProgress`,
-        );
-      }
-    }
+    knownKeys(optionsObject(opts, 'retryAll options'), RETRY_ALL_OPTIONS, 'retryAll option');
     const state = opts.state ?? 'dead';
     if (state !== 'dead' && state !== 'cancelled' && state !== 'completed') {
       throw new EchoMQError(
@@ -747,7 +743,7 @@ export class Queue<D = unknown, R = unknown> {
 
   /** Changes queue-wide settings (rate limit, retention, events cap); omitted ones stay. */
   async configure(options: QueueSettings): Promise<void> {
-    const settings = optionsObject(options, 'queue settings');
+    const settings = knownKeys(optionsObject(options, 'queue settings'), SETTINGS_KEYS, 'queue setting');
     const argv: string[] = [];
     const set = (field: string, value: number | undefined, what: string, min: number) => {
       if (value !== undefined) argv.push(field, String(wholeNumber(value, what, min)));
@@ -757,7 +753,7 @@ export class Queue<D = unknown, R = unknown> {
       if (spec === '-') argv.push('rate_max', '-', 'rate_ms', '-');
       else argv.push('rate_max', spec.split(':')[0]!, 'rate_ms', spec.split(':')[1]!);
     }
-    const r = settings.retention;
+    const r = settings.retention === undefined ? undefined : retentionSettings(settings.retention);
     set('keep_completed', r?.completed?.count, 'retention.completed.count', 0);
     set('keep_completed_ms', r?.completed?.ageMs, 'retention.completed.ageMs', -1);
     set('keep_dead', r?.dead?.count, 'retention.dead.count', 0);

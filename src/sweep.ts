@@ -1,7 +1,7 @@
 // Emptying a queue: drain deletes the waiting jobs (pending and every lane, scheduled ones too
 // when asked), obliterate deletes every key of the queue. Both go in bounded batches, one script
 // call each, so Redis is never blocked for long, and report progress after every batch.
-import { wholeNumber } from './core/check.js';
+import { knownKeys, wholeNumber } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import type { Queue } from './queue.js';
 
@@ -23,13 +23,12 @@ export interface ObliterateOptions {
   onProgress?: (progress: { deleted: number; total: number }) => void;
 }
 
+const DRAIN_OPTIONS = new Set(['scheduled', 'batch', 'onProgress']);
+const OBLITERATE_OPTIONS = new Set(['force', 'batch', 'onProgress']);
+
 /** The options when every key is known and onProgress, if given, is a function. */
-function known<T extends { onProgress?: unknown }>(opts: T, what: string, keys: readonly string[]): T {
-  for (const key of Object.keys(opts)) {
-    if (!keys.includes(key)) {
-      throw new EchoMQError('EMQINPUT', `unknown ${what} option "${key}"; known: ${keys.join(', ')}`);
-    }
-  }
+function known<T extends { onProgress?: unknown }>(opts: T, what: string, keys: ReadonlySet<string>): T {
+  knownKeys(opts, keys, `${what} option`);
   if (opts.onProgress !== undefined && typeof opts.onProgress !== 'function') {
     throw new EchoMQError('EMQINPUT', `${what} onProgress must be a function`);
   }
@@ -38,7 +37,7 @@ function known<T extends { onProgress?: unknown }>(opts: T, what: string, keys: 
 
 /** Deletes every waiting job; resolves with how many were deleted. */
 export async function drain(q: Queue<unknown, unknown>, options?: DrainOptions): Promise<number> {
-  const opts = known(optionsObject(options, 'drain options'), 'drain', ['scheduled', 'batch', 'onProgress']);
+  const opts = known(optionsObject(options, 'drain options'), 'drain', DRAIN_OPTIONS);
   if (opts.scheduled !== undefined && typeof opts.scheduled !== 'boolean') {
     throw new EchoMQError('EMQINPUT', 'drain scheduled must be true or false');
   }
@@ -57,11 +56,7 @@ export async function drain(q: Queue<unknown, unknown>, options?: DrainOptions):
  * while jobs are active, unless `force`. Resolves with how many keys were deleted.
  */
 export async function obliterate(q: Queue<unknown, unknown>, options?: ObliterateOptions): Promise<number> {
-  const opts = known(optionsObject(options, 'obliterate options'), 'obliterate', [
-    'force',
-    'batch',
-    'onProgress',
-  ]);
+  const opts = known(optionsObject(options, 'obliterate options'), 'obliterate', OBLITERATE_OPTIONS);
   if (opts.force !== undefined && typeof opts.force !== 'boolean') {
     throw new EchoMQError('EMQINPUT', 'obliterate force must be true or false');
   }

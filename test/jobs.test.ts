@@ -7,7 +7,14 @@ import type { ErrorCode } from '../src/core/errors.js';
 import type { EchoMQ } from '../src/echomq.js';
 import type { EnqueueOptions, Queue } from '../src/queue.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
-import { expectRefused, poll, scoreOf, serverNow as serverClock, streamFields } from './support/observe.js';
+import {
+  expectRefused,
+  poll,
+  refusal,
+  scoreOf,
+  serverNow as serverClock,
+  streamFields,
+} from './support/observe.js';
 
 const env = useRedisServer();
 
@@ -227,6 +234,33 @@ describe('enqueue', () => {
     const items = [{ data: 1 }, { data: 2 }, { data: 3, opts: { priority: -1 } }];
     await expectRefused(() => q.enqueueMany(items), 'EMQINPUT');
     expect(calls).toEqual([]);
+    expect(await queueKeys()).toEqual([]);
+  });
+
+  it('enqueueMany refuses an item field beside data ({ data, id }: options go under opts), writing nothing', async () => {
+    const items = [{ data: 1 }, { data: 2, id: 'JOBmisplaced' }] as never;
+    const err = await refusal(() => q.enqueueMany(items));
+    expect(err.code).toBe('EMQINPUT');
+    expect(err.message).toBe(
+      'EMQINPUT: unknown enqueueMany item field "id"; known: data, opts (job options go under opts)',
+    );
+    expect(await queueKeys()).toEqual([]);
+  });
+
+  it('configure refuses an unknown setting at any level, saying what is allowed, and writes nothing', async () => {
+    const bad: [unknown, string][] = [
+      [
+        { eventsMax: 5 },
+        'unknown queue setting "eventsMax"; known: rateLimit, retention, eventsMaxLen, idempotencyMs',
+      ],
+      [{ retention: { failed: { count: 1 } } }, 'unknown retention set "failed"; known: completed, dead'],
+      [{ retention: { dead: { age: 1 } } }, 'unknown retention.dead option "age"; known: count, ageMs'],
+    ];
+    for (const [settings, message] of bad) {
+      const err = await refusal(() => q.configure(settings as never));
+      expect(err.code).toBe('EMQINPUT');
+      expect(err.message).toBe(`EMQINPUT: ${message}`);
+    }
     expect(await queueKeys()).toEqual([]);
   });
 

@@ -21,11 +21,21 @@ export function wholeNumber(
   return value;
 }
 
-/** Refuses a field of `value` that is not in `known`: `unknown <what> "<field>"; known: …`. */
-export function knownKeys(value: object, known: ReadonlySet<string>, what: string): void {
+/**
+ * Refuses a field of `value` that is not in `known`: `unknown <what> "<field>"; known: …`, then
+ * `hint` (what to do instead). Returns `value`, so a misplaced field (`{ data, id }` for
+ * `{ data, opts: { id } }`) is refused where it is read, never ignored.
+ */
+export function knownKeys<T extends object>(
+  value: T,
+  known: ReadonlySet<string>,
+  what: string,
+  hint = '',
+): T {
   for (const key of Object.keys(value)) {
     if (!known.has(key)) {
-      throw new EchoMQError('EMQINPUT', `unknown ${what} "${key}"; known: ${[...known].join(', ')}`);
+      throw new EchoMQError('EMQINPUT', `unknown ${what} "${key}"; known: ${[...known].join(', ')}${hint}`);
     }
   }
+  return value;
 }
