@@ -7,7 +7,8 @@
 // Every job of a flow lives in one queue: a script can only touch keys of one hash slot on a
 // Redis Cluster, and every queue is its own hash tag (`emq:{<queue>}:`).
 
-import { EchoMQError } from './core/errors.js';
+import { knownKeys } from './core/check.js';
+import { EchoMQError, showValue } from './core/errors.js';
 import type { EchoMQ } from './echomq.js';
 import type { EnqueueOptions } from './queue.js';
 
@@ -50,6 +51,13 @@ export interface FlowResult extends FlowNode {
 
 const FLOW_KEYS = new Set(['queue', 'data', 'name', 'opts', 'children']);
 
+/** What a value that is not a flow job is, for a message: null, an array, or its type and text. */
+function shape(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${showValue(value)}`;
+}
+
 /** Admits a flow: the tree's jobs in one script call, each parent before its children. */
 export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResult> {
   if (typeof root !== 'object' || root === null || typeof root.queue !== 'string') {
@@ -58,15 +66,15 @@ export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResu
   const queue = mq.queue(root.queue);
   const argv: string[] = [queue.keys.prefix];
   const seen = new Set<string>();
-  const visit = (job: FlowJob, parent: string): FlowNode => {
-    for (const key of Object.keys(job)) {
-      if (!FLOW_KEYS.has(key)) {
-        throw new EchoMQError(
-          'EMQINPUT',
-          `unknown flow job field "${key}"; known: ${[...FLOW_KEYS].join(', ')}`,
-        );
-      }
+  // `at` names the job's place in the tree (root.children[0].children[2]) for the messages.
+  const visit = (job: FlowJob, parent: string, at: string): FlowNode => {
+    if (typeof job !== 'object' || job === null || Array.isArray(job)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `the flow job at ${at} must be an object { queue, data, name?, opts?, children? }, got ${shape(job)}`,
+      );
     }
+    knownKeys(job, `flow job field (at ${at})`, FLOW_KEYS);
     if (job.queue !== root.queue) {
       throw new EchoMQError(
         'EMQINPUT',
@@ -100,10 +108,15 @@ export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResu
           : '';
     argv.push(a.id, a.payload, a.priority, a.group, a.name, a.max, a.backoff, parent, cont);
     const children = job.children ?? [];
-    if (!Array.isArray(children)) throw new EchoMQError('EMQINPUT', 'children must be an array of flow jobs');
-    return { id: a.id, children: children.map((c) => visit(c, a.id)) };
+    if (!Array.isArray(children)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `${at}.children must be an array of flow jobs, got ${shape(children)}`,
+      );
+    }
+    return { id: a.id, children: children.map((c, i) => visit(c, a.id, `${at}.children[${i}]`)) };
   };
-  const tree = visit(root as FlowJob, '');
+  const tree = visit(root as FlowJob, '', 'root');
   const reply = await queue.run('flow_add', argv);
   return { ...tree, status: reply === 1 ? 'added' : 'duplicate' };
 }

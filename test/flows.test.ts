@@ -334,6 +334,24 @@ describe('admission', () => {
     );
   });
 
+  it('refuses a child that is not a flow job with EMQINPUT naming its place in the tree, writing nothing', async () => {
+    const cases: [unknown, string][] = [
+      [[undefined], 'the flow job at root.children[0] must be an object'],
+      [[{ queue: name, data: {} }, null], 'the flow job at root.children[1] must be an object'],
+      [
+        [{ queue: name, data: {}, children: [7] }],
+        'the flow job at root.children[0].children[0] must be an object',
+      ],
+      [[{ queue: name, data: {}, children: 'x' }], 'root.children[0].children must be an array'],
+    ];
+    for (const [children, message] of cases) {
+      const err = await refusal(() => mq.flow({ queue: name, data: {}, children } as never));
+      expect(err.code).toBe('EMQINPUT');
+      expect(err.message).toContain(message);
+    }
+    expect(await raw.keys(`${P}*`)).toEqual([]);
+  });
+
   it('a parent removed while waiting takes its results with it, and its children end normally', async () => {
     const flow = await mq.flow({
       queue: name,
