@@ -29,8 +29,17 @@ end
 if #ARGV < 4 then return refuse('obliterate', 'prefix cursor batch force') end
 local p, cursor = ARGV[1], ARGV[2]
 local batch = whole(ARGV[3], 1, 100000)
-if not batch or not string.match(cursor, '^%d+$') or (ARGV[4] ~= '0' and ARGV[4] ~= '1') then
-  return refuse('obliterate', "a cursor of digits, a batch from 1 to 100000 and force '0' or '1'")
+-- A cursor as SCAN replies one: 0, or digits without a leading zero up to 2^64 - 1 (SCAN's own
+-- refusal, ERR invalid cursor, would not say what the script takes). Compared as text: a Lua
+-- number cannot hold 2^64 - 1 exactly, and texts of one length order as their numbers.
+local function scan_cursor(v)
+  if v ~= '0' and not string.match(v, '^[1-9]%d*$') then return false end
+  return #v < 20 or (#v == 20 and v <= '18446744073709551615')
+end
+if not batch or not scan_cursor(cursor) or (ARGV[4] ~= '0' and ARGV[4] ~= '1') then
+  return refuse('obliterate',
+    "a cursor as SCAN replies it (0, or 1 to 18446744073709551615 without a leading zero), a batch from 1 to "
+    .. "100000 and force '0' or '1'")
 end
 local K = { meta = KEYS[1], active = KEYS[2] }
 if cursor == '0' then
