@@ -468,10 +468,11 @@ export class Queue<D = unknown, R = unknown> {
     options?: { durability?: Durability | false },
   ): Promise<{ id: string; status: EnqueueStatus }[]> {
     this.connector.assertOpen();
-    const { durability: asked, ...unknown } = optionsObject(options, 'enqueueMany options');
-    for (const key of Object.keys(unknown)) {
-      throw new EchoMQError('EMQINPUT', `unknown enqueueMany option "${key}"; known: durability`);
-    }
+    const { durability: asked } = knownKeys(
+      optionsObject(options, 'enqueueMany options'),
+      'enqueueMany option',
+      ['durability'],
+    );
     const durability = this.durabilityFor(asked, 'enqueueMany');
     if (!Array.isArray(items)) {
       throw new EchoMQError('EMQINPUT', 'enqueueMany takes an array of { data, opts? }');
