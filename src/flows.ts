@@ -74,7 +74,7 @@ export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResu
         `the flow job at ${at} must be an object { queue, data, name?, opts?, children? }, got ${shape(job)}`,
       );
     }
-    knownKeys(job, `flow job field (at ${at})`, FLOW_KEYS);
+    knownKeys(job, FLOW_KEYS, `flow job field (at ${at})`);
     if (job.queue !== root.queue) {
       throw new EchoMQError(
         'EMQINPUT',

@@ -221,6 +221,7 @@ function tagList(tags: unknown): string {
 }
 const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
 const MANY_ITEM_KEYS = new Set(['data', 'opts']);
+const MANY_OPTIONS = new Set(['durability']);
 const RETRY_ALL_OPTIONS = new Set(['state', 'name', 'error', 'batch', 'onProgress']);
 const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs']);
 const ENDED_SETS = new Set(['completed', 'dead']);
@@ -470,8 +471,8 @@ export class Queue<D = unknown, R = unknown> {
     this.connector.assertOpen();
     const { durability: asked } = knownKeys(
       optionsObject(options, 'enqueueMany options'),
+      MANY_OPTIONS,
       'enqueueMany option',
-      ['durability'],
     );
     const durability = this.durabilityFor(asked, 'enqueueMany');
     if (!Array.isArray(items)) {
