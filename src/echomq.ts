@@ -1,7 +1,8 @@
 // EchoMQ: a connection to Redis and the queues on it.
+
 import { Cluster } from 'ioredis';
 import { knownKeys } from './core/check.js';
-import { EchoMQError, optionsObject } from './core/errors.js';
+import { optionsObject } from './core/errors.js';
 import { addFlow, type FlowJob, type FlowResult } from './flows.js';
 import { Queue, type QueueOptions } from './queue.js';
 import { type ConnectOptions, Connector, type RedisClient } from './wire/connector.js';
@@ -38,14 +39,7 @@ export class EchoMQ {
   /** Connects (and checks the server answers). `url` defaults to REDIS_URL, then 127.0.0.1:6379. */
   static async connect(options?: EchoMQOptions): Promise<EchoMQ> {
     const opts = optionsObject(options, 'connect options');
-    for (const key of Object.keys(opts)) {
-      if (!CONNECT_OPTIONS.includes(key)) {
-        throw new EchoMQError(
-          'EMQINPUT',
-          `unknown connect option "${key}"; known: ${CONNECT_OPTIONS.join(', ')} (ioredis options go under redisOptions)`,
-        );
-      }
-    }
+    knownKeys(opts, new Set(CONNECT_OPTIONS), 'connect option', ' (ioredis options go under redisOptions)');
     const connector = Connector.open(opts);
     try {
       await connector.reach(opts.connectTimeoutMs);

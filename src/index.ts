@@ -10,7 +10,7 @@ export {
 } from './consumer/consumer.js';
 export { Backoff, type BackoffPolicy } from './core/backoff.js';
 export { EchoMQError, type ErrorCode } from './core/errors.js';
-export { isJobId, mintJobId } from './core/ids.js';
+export { isJobId, mintJobId, occurrenceId } from './core/ids.js';
 export { EchoMQ, type EchoMQOptions } from './echomq.js';
 export {
   type EventName,
@@ -51,7 +51,6 @@ export {
 export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './recurring/next-run.js';
 export {
   type CatchUp,
-  occurrenceId,
   type PumpResult,
   type RegisterOptions,
   Repeat,

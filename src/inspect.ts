@@ -3,6 +3,7 @@
 // stamp), and it pages through the sorted sets, never a scan of the keyspace. Write actions
 // (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
 
+import { wholeNumber } from './core/check.js';
 import { EchoMQError } from './core/errors.js';
 import { isJobId } from './core/ids.js';
 import type { EchoMQ } from './echomq.js';
@@ -174,16 +175,6 @@ const HISTORY_MAX_SCANNED = 50_000;
 /** Stream ids and row stamps may differ by a clock tick; look this far before creation. */
 const HISTORY_SLACK_MS = 1000;
 
-function pageNumber(value: unknown, what: string, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new EchoMQError(
-      'EMQINPUT',
-      `${what} must be a whole number from ${min} to ${max}, got ${String(value)}`,
-    );
-  }
-  return value;
-}
-
 export class Inspector {
   constructor(private readonly mq: EchoMQ) {}
 
@@ -332,8 +323,8 @@ export class Inspector {
         `state must be one of ${JOB_STATES.join(', ')}, got ${String(state)}`,
       );
     }
-    const offset = pageNumber(page.offset ?? 0, 'offset', 0, Number.MAX_SAFE_INTEGER);
-    const limit = pageNumber(page.limit ?? 50, 'limit', 1, MAX_LIMIT);
+    const offset = wholeNumber(page.offset ?? 0, 'offset', 0, Number.MAX_SAFE_INTEGER);
+    const limit = wholeNumber(page.limit ?? 50, 'limit', 1, MAX_LIMIT);
     const q = this.queue(queue);
     const c = this.client;
     let sets: string[];
@@ -400,8 +391,8 @@ export class Inspector {
     state: JobState,
     filter: { name?: string; grep?: string; group?: string; limit?: number; scan?: number },
   ): Promise<{ total: number; scanned: number; jobs: ListedJob[] }> {
-    const limit = pageNumber(filter.limit ?? 50, 'limit', 1, MAX_LIMIT);
-    const scan = pageNumber(filter.scan ?? 10_000, 'scan', 1, 100_000);
+    const limit = wholeNumber(filter.limit ?? 50, 'limit', 1, MAX_LIMIT);
+    const scan = wholeNumber(filter.scan ?? 10_000, 'scan', 1, 100_000);
     const needle = filter.grep?.toLowerCase();
     const matches = (j: JobView): boolean =>
       (filter.name === undefined || j.name === filter.name) &&
@@ -440,7 +431,7 @@ export class Inspector {
     if (!TERMINAL.has(state)) {
       throw new EchoMQError('EMQINPUT', `state must be completed, dead or cancelled, got ${String(state)}`);
     }
-    pageNumber(olderThanMs, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER);
+    wholeNumber(olderThanMs, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER);
     return this.client.zcount(q.keys.key(state), '-inf', (await this.now()) - olderThanMs);
   }
 

@@ -2,9 +2,9 @@
 // round-robin, one job per lane per turn, each lane within its own concurrency and rate
 // limit across all consumers. This module configures and inspects lanes; the serving itself
 // happens inside the claim script, atomically, on the server clock.
-import { EchoMQError, optionsObject, showValue } from './core/errors.js';
+import { assertName, atLeast, isWhole } from './core/check.js';
+import { EchoMQError, optionsObject } from './core/errors.js';
 import type { Queue } from './queue.js';
-import { assertName } from './wire/keyspace.js';
 
 export interface RateLimit {
   /** At most this many claims … */
@@ -32,8 +32,7 @@ export interface LaneInfo {
 export function rateSpec(limit: RateLimit | null | undefined, what: string): string {
   if (limit === undefined) return '';
   if (limit === null) return '-';
-  const ok = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 1;
-  if (!ok(limit.max) || !ok(limit.perMs)) {
+  if (!isWhole(limit.max, 1) || !isWhole(limit.perMs, 1)) {
     throw new EchoMQError(
       'EMQINPUT',
       `${what} rateLimit needs whole numbers max >= 1 and perMs >= 1, e.g. { max: 10, perMs: 1000 }`,
@@ -63,16 +62,10 @@ export class Lanes {
 
   private async apply(group: string, settings: LaneSettings): Promise<void> {
     const s = optionsObject(settings, 'lane settings');
-    let conc = '';
-    if (s.concurrency !== undefined) {
-      if (!Number.isInteger(s.concurrency) || s.concurrency < 0) {
-        throw new EchoMQError(
-          'EMQINPUT',
-          `lane concurrency must be a whole number >= 0 (0 = unlimited), got ${showValue(s.concurrency)}`,
-        );
-      }
-      conc = String(s.concurrency);
-    }
+    const conc =
+      s.concurrency === undefined
+        ? ''
+        : String(atLeast(s.concurrency, 'lane concurrency', 0, '0 = unlimited'));
     await this.queue.run('configure_lane', [
       this.queue.keys.prefix,
       group,

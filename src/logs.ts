@@ -2,11 +2,12 @@
 // row (the newest `maxLogLines`, older ones trimmed first) and deleted with it. The consumer
 // buffers lines and sends them with the job's acknowledgement or its lease checkpoint (one `log`
 // call for every job with lines), so logging costs no round trip per line.
-import { wholeNumber } from './core/check.js';
+import { knownKeys, wholeNumber } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import { assertJobId } from './core/ids.js';
 import type { Queue } from './queue.js';
 
+const LOGS_OPTIONS = new Set(['from', 'count']);
 export const DEFAULT_LOG_LINES = 100;
 export const DEFAULT_LOG_LINE_BYTES = 1024;
 
@@ -43,11 +44,7 @@ export async function readLogs(
   q.connector.assertOpen();
   assertJobId(id);
   const opts = optionsObject(options, 'logs options');
-  for (const key of Object.keys(opts)) {
-    if (key !== 'from' && key !== 'count') {
-      throw new EchoMQError('EMQINPUT', `unknown logs option "${key}"; known: from, count`);
-    }
-  }
+  knownKeys(opts, LOGS_OPTIONS, 'logs option');
   const from = wholeNumber(opts.from ?? 0, 'from', 0);
   const count = wholeNumber(opts.count ?? 100, 'count', 1, 100_000);
   const key = `${q.keys.job(id)}:logs`;

@@ -5,7 +5,7 @@
 import { type ConsumeOptions, Consumer, type Handler } from './consumer/consumer.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
 import { Backoff, type BackoffPolicy } from './core/backoff.js';
-import { knownKeys, PRIORITY_MAX, wholeNumber } from './core/check.js';
+import { assertName, knownKeys, PRIORITY_MAX, wholeNumber } from './core/check.js';
 import { encodeJson, parseMaybe } from './core/codec.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId, mintJobId } from './core/ids.js';
@@ -17,7 +17,7 @@ import { JobSchedulers } from './recurring/schedulers.js';
 import { type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
 import type { Connector } from './wire/connector.js';
 import { type Durability, durabilityOf, type Replication } from './wire/durability.js';
-import { assertName, Keyspace, PROTOCOL_VERSION } from './wire/keyspace.js';
+import { Keyspace, PROTOCOL_VERSION } from './wire/keyspace.js';
 import { type Script, type ScriptName, script } from './wire/scripts.js';
 
 /** The states a job row can be in; the same words in Lua, TypeScript, the CLI and dashboard. */
@@ -160,6 +160,7 @@ export interface JobView<D = unknown, R = unknown> {
 }
 
 const CHUNK = 1000;
+const RETAIN_OPTIONS = new Set(['count', 'ageMs']);
 
 const KNOWN_OPTIONS = new Set([
   'id',
@@ -185,11 +186,7 @@ function retainSpec(value: Retain | undefined, what: string): string {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new EchoMQError('EMQINPUT', `${what} must be true, a count, or { count, ageMs }`);
   }
-  for (const k of Object.keys(value)) {
-    if (k !== 'count' && k !== 'ageMs') {
-      throw new EchoMQError('EMQINPUT', `unknown ${what} option "${k}"; known: count, ageMs`);
-    }
-  }
+  knownKeys(value, RETAIN_OPTIONS, `${what} option`);
   if (value.count === undefined && value.ageMs === undefined) {
     throw new EchoMQError('EMQINPUT', `${what} needs count, ageMs or both`);
   }
@@ -219,6 +216,7 @@ function tagList(tags: unknown): string {
   }
   return [...new Set(tags as string[])].join(',');
 }
+
 const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
 const MANY_ITEM_KEYS = new Set(['data', 'opts']);
 const MANY_OPTIONS = new Set(['durability']);

@@ -6,7 +6,9 @@
 //     with `advance` or `until`, also step the memory engine's clock through every instant that
 //     falls due in that window (retries in backoff, delayed jobs, recurring occurrences)
 //   - enqueued(queue, filter): the jobs waiting to run, as views an assertion reads
+
 import type { ConsumeOptions, Consumer, Handler } from './consumer/consumer.js';
+import { knownKeys } from './core/check.js';
 import { parseDuration } from './core/duration.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import { type JobState, type JobView, jobView, type Queue } from './queue.js';
@@ -211,11 +213,7 @@ function windowEnd(clock: MemoryClock, opts: { advance?: number | string; until?
 
 /** Refuses a key that is not an option (a typo would otherwise match everything). */
 function known<T extends object>(value: T, names: readonly string[], what: string): T {
-  for (const key of Object.keys(value)) {
-    if (!names.includes(key)) {
-      throw new EchoMQError('EMQINPUT', `unknown ${what} "${key}"; known: ${names.join(', ')}`);
-    }
-  }
+  knownKeys(value, new Set(names), what);
   return value;
 }
 

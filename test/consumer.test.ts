@@ -14,9 +14,9 @@ import {
   UnrecoverableError,
 } from '../src/consumer/consumer.js';
 import { EchoMQError } from '../src/core/errors.js';
+import { occurrenceId } from '../src/core/ids.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
-import { occurrenceId } from '../src/recurring/repeat.js';
 import { script } from '../src/wire/scripts.js';
 import { redisOnly, useQueue, useRedisServer } from './support/harness.js';
 import {

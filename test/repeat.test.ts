@@ -7,9 +7,9 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
 import type { ErrorCode } from '../src/core/errors.js';
+import { occurrenceId } from '../src/core/ids.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
-import { occurrenceId } from '../src/recurring/repeat.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 import {
   closeAll,

@@ -17,7 +17,7 @@ import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { updateData } from '../control.js';
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
-import { knownKeys } from '../core/check.js';
+import { atLeast, knownKeys } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue, thrownError } from '../core/errors.js';
 import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES, logLine } from '../logs.js';
@@ -309,10 +309,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     }
     const opts = optionsObject(options, 'consume options');
     knownKeys(opts, CONSUME_OPTIONS, 'consume option');
-    this.concurrency = positive(opts.concurrency ?? 10, 'concurrency');
-    this.leaseMs = positive(opts.leaseMs ?? 30_000, 'leaseMs');
-    this.extendMs = positive(opts.extendMs ?? Math.max(1, Math.floor(this.leaseMs / 3)), 'extendMs');
-    this.beatMs = positive(opts.beatMs ?? 1000, 'beatMs');
+    this.concurrency = atLeast(opts.concurrency ?? 10, 'concurrency', 1);
+    this.leaseMs = atLeast(opts.leaseMs ?? 30_000, 'leaseMs', 1);
+    this.extendMs = atLeast(opts.extendMs ?? Math.max(1, Math.floor(this.leaseMs / 3)), 'extendMs', 1);
+    this.beatMs = atLeast(opts.beatMs ?? 1000, 'beatMs', 1);
     this.recovery = opts.recovery ?? 'reap';
     this.durability = queue.durabilityFor(opts.durability, 'consume');
     if (!['reap', 'stalled', 'off'].includes(this.recovery)) {
@@ -321,14 +321,14 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
         `recovery must be 'reap', 'stalled' or 'off', got ${showValue(opts.recovery)}`,
       );
     }
-    this.maxStalled = positive(opts.maxStalled ?? 1, 'maxStalled', 0);
-    this.promoteBatch = positive(opts.promoteBatch ?? 100, 'promoteBatch');
-    this.ttlMs = opts.ttlMs === undefined ? undefined : positive(opts.ttlMs, 'ttlMs');
+    this.maxStalled = atLeast(opts.maxStalled ?? 1, 'maxStalled', 0);
+    this.promoteBatch = atLeast(opts.promoteBatch ?? 100, 'promoteBatch', 1);
+    this.ttlMs = opts.ttlMs === undefined ? undefined : atLeast(opts.ttlMs, 'ttlMs', 1);
     this.backoff = Backoff.validate(opts.backoff ?? DEFAULT_BACKOFF);
-    this.maxErrorBytes = positive(opts.maxErrorBytes ?? 2048, 'maxErrorBytes');
-    this.maxStackBytes = positive(opts.maxStackBytes ?? 8192, 'maxStackBytes');
-    this.maxLogLines = positive(opts.maxLogLines ?? DEFAULT_LOG_LINES, 'maxLogLines');
-    this.maxLogLineBytes = positive(opts.maxLogLineBytes ?? DEFAULT_LOG_LINE_BYTES, 'maxLogLineBytes', 32);
+    this.maxErrorBytes = atLeast(opts.maxErrorBytes ?? 2048, 'maxErrorBytes', 1);
+    this.maxStackBytes = atLeast(opts.maxStackBytes ?? 8192, 'maxStackBytes', 1);
+    this.maxLogLines = atLeast(opts.maxLogLines ?? DEFAULT_LOG_LINES, 'maxLogLines', 1);
+    this.maxLogLineBytes = atLeast(opts.maxLogLineBytes ?? DEFAULT_LOG_LINE_BYTES, 'maxLogLineBytes', 32);
     // An 'error' with no listener would crash the process; a consumer reports and carries on.
     this.on('error', () => {});
   }
@@ -1071,13 +1071,6 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       this.emit('error', err); // it is shown as dead once its beats are stale
     }
   }
-}
-
-function positive(value: number, what: string, min = 1): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    throw new EchoMQError('EMQINPUT', `${what} must be a whole number >= ${min}, got ${showValue(value)}`);
-  }
-  return value;
 }
 
 /**

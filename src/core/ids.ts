@@ -31,6 +31,16 @@ function encodeTime(ms: number): string {
 }
 
 /**
+ * The id of a recurring occurrence, as the scripts mint it: `JOB`, the instant as 10 Crockford
+ * base32 characters (the time part of a minted id, so occurrences sort among minted jobs by the
+ * instant they stand for), then `:r:<repeat name>` or `:s:<scheduler id>`.
+ * E.g. occurrenceId('r', 'nightly', 1767225600000) is 'JOB01KDVDNA00:r:nightly'.
+ */
+export function occurrenceId(kind: 'r' | 's', name: string, at: number): string {
+  return `${PREFIX}${encodeTime(at)}:${kind}:${name}`;
+}
+
+/**
  * Returns a minter of JOB ids with an injected clock and entropy source (tests pass a frozen or
  * backwards clock; production uses `Date.now` and `crypto.randomBytes`).
  *

@@ -3,7 +3,8 @@
 // knows the id of the last entry it delivered, so after a dropped connection it resumes from
 // there: no entry is skipped or delivered twice while the stream still holds it.
 import { EventEmitter } from 'node:events';
-import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import { wholeNumber } from '../core/check.js';
+import { EchoMQError, optionsObject } from '../core/errors.js';
 import type { Queue } from '../queue.js';
 import type { RedisClient } from '../wire/connector.js';
 
@@ -51,6 +52,8 @@ export interface EventsOptions {
 type Listener = (e: QueueEvent) => void;
 
 const WATCHDOG_GRACE_MS = 3000;
+/** The longest timer Node keeps (2^31 - 1 ms), the bound of blockMs (and, as before, of count). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 const BACKLOG_MAX = 10_000;
 
 export class QueueEvents extends EventEmitter {
@@ -82,8 +85,8 @@ export class QueueEvents extends EventEmitter {
       throw new EchoMQError('EMQINPUT', `from must be '$', '0' or a stream id such as '1700000000000-0'`);
     }
     this.lastId = from;
-    this.blockMs = whole(opts.blockMs ?? 5000, 'blockMs');
-    this.count = whole(opts.count ?? 500, 'count');
+    this.blockMs = wholeNumber(opts.blockMs ?? 5000, 'blockMs', 1, MAX_TIMER_MS);
+    this.count = wholeNumber(opts.count ?? 500, 'count', 1, MAX_TIMER_MS);
     this.ready = new Promise((resolve) => {
       this.markReady = resolve;
     });
@@ -264,15 +267,4 @@ export async function waitFor<R>(queue: Queue<unknown, R>, id: string, timeoutMs
     clearTimeout(timer);
     await events.close();
   }
-}
-
-/** A whole number of 1 to 2^31 - 1 (the longest timer Node keeps), else EMQINPUT. */
-function whole(value: unknown, what: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 2 ** 31 - 1) {
-    throw new EchoMQError(
-      'EMQINPUT',
-      `${what} must be a whole number from 1 to ${2 ** 31 - 1}, got ${showValue(value)}`,
-    );
-  }
-  return value;
 }

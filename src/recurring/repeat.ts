@@ -6,6 +6,7 @@
 // (protocol/scripts/pump.lua) is the backstop for a slot nothing released. An occurrence's id is
 // derived from (name, instant), so callers racing on one occurrence make it once. The consumer's
 // beat runs the pump; `pump()` is here for tools and tests.
+import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
 import type { Connector } from '../wire/connector.js';
@@ -62,59 +63,6 @@ export interface PumpResult {
   nextDue: number;
 }
 
-const MAX_NAME = 200;
-// Braces would confuse the hash tag of the keys built from the name; whitespace and control
-// characters would make keys and job ids unreadable (and are refused in job ids).
-const BAD_NAME = /[{}\s\p{Cc}]/u;
-
-/** Refuses a repeat name or scheduler id that cannot be part of a key and a job id. */
-export function assertRecurrenceName(
-  kind: 'repeat name' | 'scheduler id',
-  name: unknown,
-): asserts name is string {
-  if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME || BAD_NAME.test(name)) {
-    throw new EchoMQError(
-      'EMQINPUT',
-      `${kind} must be 1-${MAX_NAME} characters without braces, spaces or control characters, got ` +
-        `${typeof name === 'string' ? JSON.stringify(name) : typeof name}; e.g. 'nightly-report'`,
-    );
-  }
-}
-
-/** Crockford base32, as in minted job ids (src/ids.ts): its digits sort in ASCII order. */
-const B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
-
-/**
- * The id of a recurring occurrence, as the scripts mint it: `JOB`, the instant as 10 Crockford
- * base32 characters (the time part of a minted id, so occurrences sort among minted jobs by the
- * instant they stand for), then `:r:<repeat name>` or `:s:<scheduler id>`.
- * E.g. occurrenceId('r', 'nightly', 1767225600000) is 'JOB01KDVDNA00:r:nightly'.
- */
-export function occurrenceId(kind: 'r' | 's', name: string, at: number): string {
-  let time = '';
-  let rest = at;
-  for (let i = 0; i < 10; i++) {
-    time = B32[rest % 32] + time;
-    rest = Math.floor(rest / 32);
-  }
-  return `JOB${time}:${kind}:${name}`;
-}
-
-export function wholeNumber(
-  value: unknown,
-  what: string,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new EchoMQError(
-      'EMQINPUT',
-      `${what} must be a whole number from ${min} to ${max}, got ${showValue(value)}`,
-    );
-  }
-  return value;
-}
-
 const REGISTER_OPTIONS = new Set(['firstRunMs', 'catchUp', 'attempts']);
 
 export class Repeat {
@@ -133,16 +81,9 @@ export class Repeat {
   ): Promise<'registered' | 'exists'> {
     this.queue.connector.assertOpen();
     const opts = optionsObject(options, 'register options');
-    assertRecurrenceName('repeat name', name);
+    assertName('repeat name', name);
     wholeNumber(everyMs, 'everyMs', 1);
-    for (const key of Object.keys(opts)) {
-      if (!REGISTER_OPTIONS.has(key)) {
-        throw new EchoMQError(
-          'EMQINPUT',
-          `unknown register option "${key}"; known: ${[...REGISTER_OPTIONS].join(', ')}`,
-        );
-      }
-    }
+    knownKeys(opts, REGISTER_OPTIONS, 'register option');
     const first = opts.firstRunMs === undefined ? 'next' : wholeNumber(opts.firstRunMs, 'firstRunMs', 0);
     const catchUp = opts.catchUp ?? 'once';
     if (catchUp !== 'once' && catchUp !== 'all') {
@@ -164,7 +105,7 @@ export class Repeat {
 
   /** Removes a cadence; occurrences minted already stay ordinary jobs. True when it existed. */
   async unregister(name: string): Promise<boolean> {
-    assertRecurrenceName('repeat name', name);
+    assertName('repeat name', name);
     return (await this.queue.run('unregister', [this.queue.keys.prefix, name])) === 1;
   }
 

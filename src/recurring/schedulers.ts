@@ -16,11 +16,11 @@
 // Keys: `P schedulers` (zset: scheduler id scored by its upcoming occurrence's instant, +inf once
 // ended) and `P scheduler:<id>` (hash: repeat options, template, current occurrence, count).
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
+import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
-import { assertName } from '../wire/keyspace.js';
 import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
-import { assertRecurrenceName, type RecurrenceHost, wholeNumber } from './repeat.js';
+import type { RecurrenceHost } from './repeat.js';
 
 /** Options of the jobs a scheduler makes (as in EnqueueOptions, without an id). */
 export interface SchedulerJobOptions {
@@ -208,17 +208,8 @@ export class JobSchedulers {
    */
   async upsert(id: string, repeat: RepeatOptions, template: SchedulerTemplate = {}): Promise<UpsertResult> {
     this.queue.connector.assertOpen();
-    assertRecurrenceName('scheduler id', id);
-    if (typeof repeat === 'object' && repeat !== null) {
-      for (const key of Object.keys(repeat)) {
-        if (!REPEAT_KEYS.has(key)) {
-          throw new EchoMQError(
-            'EMQINPUT',
-            `unknown repeat option "${key}"; known: ${[...REPEAT_KEYS].join(', ')}`,
-          );
-        }
-      }
-    }
+    assertName('scheduler id', id);
+    if (typeof repeat === 'object' && repeat !== null) knownKeys(repeat, REPEAT_KEYS, 'repeat option');
     validateRepeatOptions(repeat);
     const stored = canonical(repeat);
     const json = JSON.stringify(stored);
@@ -262,7 +253,7 @@ export class JobSchedulers {
 
   /** The scheduler, or null when there is none with that id. */
   async get(id: string): Promise<SchedulerView | null> {
-    assertRecurrenceName('scheduler id', id);
+    assertName('scheduler id', id);
     const read = await this.read(id);
     if (read.fields.repeat === undefined) return null;
     return view(id, read.score, read.fields);
@@ -302,7 +293,7 @@ export class JobSchedulers {
    * released runs on as an ordinary job). True when it existed.
    */
   async remove(id: string): Promise<boolean> {
-    assertRecurrenceName('scheduler id', id);
+    assertName('scheduler id', id);
     return (await this.queue.run('removeJobScheduler', [this.queue.keys.prefix, id])) === 1;
   }
 
@@ -374,27 +365,13 @@ export class JobSchedulers {
     if (typeof template !== 'object' || template === null) {
       throw new EchoMQError('EMQINPUT', 'the scheduler template must be an object { name, data, opts }');
     }
-    for (const key of Object.keys(template)) {
-      if (!TEMPLATE_KEYS.has(key)) {
-        throw new EchoMQError(
-          'EMQINPUT',
-          `unknown template field "${key}"; known: ${[...TEMPLATE_KEYS].join(', ')}`,
-        );
-      }
-    }
+    knownKeys(template, TEMPLATE_KEYS, 'template field');
     const name = template.name ?? id;
     if (typeof name !== 'string' || name.length > 200) {
       throw new EchoMQError('EMQINPUT', 'name must be a string of at most 200 characters');
     }
     const opts = template.opts ?? {};
-    for (const key of Object.keys(opts)) {
-      if (!JOB_OPTION_KEYS.has(key)) {
-        throw new EchoMQError(
-          'EMQINPUT',
-          `unknown job option "${key}"; known: ${[...JOB_OPTION_KEYS].join(', ')}`,
-        );
-      }
-    }
+    knownKeys(opts, JOB_OPTION_KEYS, 'job option');
     if (opts.group !== undefined) assertName('group', opts.group);
     return {
       name,
