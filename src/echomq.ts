@@ -3,8 +3,9 @@
 import { Cluster } from 'ioredis';
 import { knownKeys } from './core/check.js';
 import { optionsObject } from './core/errors.js';
+import type { QueueOptions } from './core/types.js';
 import { addFlow, type FlowJob, type FlowResult } from './flows.js';
-import { Queue, type QueueOptions } from './queue.js';
+import { Queue } from './queue.js';
 import { type ConnectOptions, Connector, type RedisClient } from './wire/connector.js';
 import { type EngineClock, REDIS_CLOCK } from './wire/memory/index.js';
 import { detectNativeCommands } from './wire/native-module.js';

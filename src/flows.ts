@@ -9,8 +9,8 @@
 
 import { knownKeys } from './core/check.js';
 import { EchoMQError, showValue } from './core/errors.js';
+import type { EnqueueOptions } from './core/types.js';
 import type { EchoMQ } from './echomq.js';
-import type { EnqueueOptions } from './queue.js';
 
 /** Options of one job in a flow: enqueue's, without dedupe, plus what a parent may set. */
 export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {

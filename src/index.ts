@@ -2,23 +2,33 @@ export {
   type ConsumeOptions,
   Consumer,
   type ConsumerEvents,
-  type Handler,
-  type Job,
-  type JobContext,
   type Recovery,
   UnrecoverableError,
 } from './consumer/consumer.js';
 export { Backoff, type BackoffPolicy } from './core/backoff.js';
 export { EchoMQError, type ErrorCode } from './core/errors.js';
 export { isJobId, mintJobId, occurrenceId } from './core/ids.js';
-export { EchoMQ, type EchoMQOptions } from './echomq.js';
 export {
+  type CleanOptions,
+  type DedupeOptions,
+  type EnqueueOptions,
+  type EnqueueStatus,
   type EventName,
-  type EventsOptions,
-  eventsOf,
+  type Handler,
+  JOB_STATES,
+  type Job,
+  type JobContext,
+  type JobState,
+  type JobView,
+  type LaneInfo,
   type QueueEvent,
-  QueueEvents,
-} from './events/reader.js';
+  type QueueOptions,
+  type QueueSettings,
+  type RateLimit,
+  type ScheduleStatus,
+} from './core/types.js';
+export { EchoMQ, type EchoMQOptions } from './echomq.js';
+export { type EventsOptions, eventsOf, QueueEvents } from './events/reader.js';
 export type { FlowJob, FlowJobOptions, FlowNode, FlowResult } from './flows.js';
 export {
   type ConsumerInfo,
@@ -34,20 +44,8 @@ export {
   type SchedulerSummary,
   type SchedulersResult,
 } from './inspect.js';
-export { type LaneInfo, type LaneSettings, Lanes, type RateLimit } from './lanes.js';
-export {
-  type CleanOptions,
-  type DedupeOptions,
-  type EnqueueOptions,
-  type EnqueueStatus,
-  JOB_STATES,
-  type JobState,
-  type JobView,
-  Queue,
-  type QueueOptions,
-  type QueueSettings,
-  type ScheduleStatus,
-} from './queue.js';
+export { type LaneSettings, Lanes } from './lanes.js';
+export { Queue } from './queue.js';
 export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './recurring/next-run.js';
 export {
   type CatchUp,

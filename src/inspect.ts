@@ -4,12 +4,14 @@
 // (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
 
 import { wholeNumber } from './core/check.js';
+import { jobView } from './core/codec.js';
 import { EchoMQError } from './core/errors.js';
 import { isJobId } from './core/ids.js';
+import type { LaneInfo } from './core/types.js';
+import { JOB_STATES, type JobState, type JobView, type QueueEvent } from './core/types.js';
 import type { EchoMQ } from './echomq.js';
-import { eventsOf, type QueueEvent } from './events/reader.js';
-import type { LaneInfo } from './lanes.js';
-import { JOB_STATES, type JobState, type JobView, jobView, type Queue } from './queue.js';
+import { eventsOf } from './events/reader.js';
+import type { Queue } from './queue.js';
 
 /** The global registry of queue names (every queue adds itself on its first script call). */
 export const QUEUES_KEY = 'emq:queues';

@@ -2,31 +2,17 @@
 // round-robin, one job per lane per turn, each lane within its own concurrency and rate
 // limit across all consumers. This module configures and inspects lanes; the serving itself
 // happens inside the claim script, atomically, on the server clock.
+
 import { assertName, atLeast, isWhole } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
+import type { LaneInfo, RateLimit } from './core/types.js';
 import type { Queue } from './queue.js';
-
-export interface RateLimit {
-  /** At most this many claims … */
-  max: number;
-  /** … in any window of this many ms (a sliding window: no burst at window edges). */
-  perMs: number;
-}
 
 export interface LaneSettings {
   /** Jobs of the lane running at once across all consumers; 0 = unlimited (the default). */
   concurrency?: number;
   /** Claims of the lane per window; null removes the limit. */
   rateLimit?: RateLimit | null;
-}
-
-export interface LaneInfo {
-  group: string;
-  pending: number;
-  running: number;
-  paused: boolean;
-  concurrency: number;
-  rateLimit: RateLimit | null;
 }
 
 export function rateSpec(limit: RateLimit | null | undefined, what: string): string {

@@ -2,15 +2,28 @@
 // (get, counts), end (cancel, remove, retry) and the sweeps (promote, reap, sweepStalled). Each verb
 // is one protocol script; the consumer and the event reader build on this module.
 
-import { type ConsumeOptions, Consumer, type Handler } from './consumer/consumer.js';
+import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
-import { Backoff, type BackoffPolicy } from './core/backoff.js';
+import { Backoff } from './core/backoff.js';
 import { assertName, knownKeys, PRIORITY_MAX, wholeNumber } from './core/check.js';
-import { encodeJson, parseMaybe } from './core/codec.js';
+import { encodeJson, jobView } from './core/codec.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId, mintJobId } from './core/ids.js';
+import type {
+  CleanOptions,
+  DedupeOptions,
+  EnqueueOptions,
+  EnqueueStatus,
+  Handler,
+  JobState,
+  JobView,
+  QueueOptions,
+  QueueSettings,
+  Retain,
+  ScheduleStatus,
+} from './core/types.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
-import { Lanes, type RateLimit, rateSpec } from './lanes.js';
+import { Lanes, rateSpec } from './lanes.js';
 import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
@@ -19,145 +32,6 @@ import type { Connector } from './wire/connector.js';
 import { type Durability, durabilityOf, type Replication } from './wire/durability.js';
 import { Keyspace, PROTOCOL_VERSION } from './wire/keyspace.js';
 import { type Script, type ScriptName, script } from './wire/scripts.js';
-
-/** The states a job row can be in; the same words in Lua, TypeScript, the CLI and dashboard. */
-export type JobState =
-  | 'scheduled'
-  | 'pending'
-  | 'active'
-  | 'completed'
-  | 'dead'
-  | 'cancelled'
-  | 'waiting_children';
-export const JOB_STATES: readonly JobState[] = [
-  'scheduled',
-  'pending',
-  'active',
-  'completed',
-  'dead',
-  'cancelled',
-  'waiting_children',
-];
-
-export interface EnqueueOptions {
-  /** Your own id (must start with `JOB`); enqueue is idempotent on it. Default: a minted id. */
-  id?: string;
-  /** A label for the job kind, shown in events and tools. */
-  name?: string;
-  /** Lower runs first; jobs without a priority (0) run before any prioritised job. Default 0. */
-  priority?: number;
-  /** The lane (group) the job waits in; lanes are served round-robin. */
-  group?: string;
-  /** How many times the job may start, retries included. Default: the queue's (3). */
-  attempts?: number;
-  /** The retry delay curve; default: the consumer's policy. */
-  backoff?: BackoffPolicy;
-  /** Deduplicate by a key of your own (apart from the id); see DedupeOptions. */
-  dedupe?: DedupeOptions;
-  /**
-   * This job's own retention once completed, applied by the call that completes it: `true`
-   * deletes it at once; a count trims `completed` to that many; `{ count, ageMs }` either bound.
-   * The queue's retention still applies too. Default: the queue's alone.
-   */
-  removeOnComplete?: Retain;
-  /** As removeOnComplete, once the job is dead (attempts used up, unrecoverable). */
-  removeOnFail?: Retain;
-  /** A few short labels (at most 10, each 1-64 characters without spaces or commas), for filtering. */
-  tags?: readonly string[];
-  /** Claimed before the jobs of its priority that wait already (last in, first out). enqueue only. */
-  lifo?: boolean;
-  /**
-   * Resolve only once this many replicas have the job (WAIT), else fail with EMQDURABILITY;
-   * false: not for this call. Default: connect's `durability`. Not for jobs inside flows.
-   */
-  durability?: Durability | false;
-}
-
-/** A job's own retention: true (delete at once), a count to keep, or { count, ageMs }. */
-export type Retain = boolean | number | { count?: number; ageMs?: number };
-
-/**
- * Deduplication by `key`: while the key's lock holds, another job with the key is not added.
- * The lock holds for `ttlMs` from the kept job's admission, or, without `ttlMs`, until the kept
- * job ends (completed, dead, cancelled or removed).
- */
-export interface DedupeOptions {
-  /** The deduplication key (1-200 characters), kept as `dedupe:<key>` under the queue. */
-  key: string;
-  /** How long the lock holds, in ms; default: until the kept job ends. */
-  ttlMs?: number;
-  /**
-   * 'throttle': the first job is kept and later ones are dropped. 'debounce': later ones
-   * replace the kept job's data and move its run time to theirs (enqueueIn/enqueueAt), until
-   * it starts; a job enqueued after the kept one started is added as a new job.
-   */
-  mode: 'throttle' | 'debounce';
-}
-
-export interface QueueOptions {
-  /** Attempts for jobs enqueued without `attempts`. Default 3. */
-  defaultAttempts?: number;
-  /** The largest encoded payload accepted, in bytes. Default 512 KiB. */
-  maxPayloadBytes?: number;
-}
-
-/** Queue-wide settings, kept in the queue's meta hash (shared by every runtime on the queue). */
-export interface QueueSettings {
-  /** At most `max` claims in any `perMs` window across all consumers; null removes it. */
-  rateLimit?: RateLimit | null;
-  /** Retention of ended jobs: how many to keep and for how long (ms; -1 = no age limit). */
-  retention?: {
-    completed?: { count?: number; ageMs?: number };
-    dead?: { count?: number; ageMs?: number };
-  };
-  /** Approximate cap of the events stream. Default 10,000 entries. */
-  eventsMaxLen?: number;
-  /**
-   * The idempotency window in ms: an ended job's id stays known this long after it ended, also
-   * once retention or clean deleted its row, so enqueueing that id again is `duplicate`.
-   * 0 keeps no ids. Default 86,400,000 (a day).
-   */
-  idempotencyMs?: number;
-}
-
-export interface CleanOptions {
-  /** The ended state to delete jobs of. */
-  state: 'completed' | 'dead' | 'cancelled';
-  /** Only jobs that ended at least this many ms ago (server clock). Default 0: all of them. */
-  olderThanMs?: number;
-  /** At most this many per call (1-100,000). Default 1000. */
-  limit?: number;
-}
-
-/** 'duplicate': the id exists (nothing written); 'deduplicated': the dedupe key's job was kept. */
-export type EnqueueStatus = 'enqueued' | 'duplicate' | 'deduplicated';
-export type ScheduleStatus = 'scheduled' | 'duplicate' | 'deduplicated';
-
-export interface JobView<D = unknown, R = unknown> {
-  id: string;
-  name?: string;
-  state: JobState;
-  data: D;
-  attempts: number;
-  maxAttempts: number;
-  result?: R;
-  error?: { message: string; stack?: string };
-  /** The error of the run before the job was retried (retry, retryAll). */
-  lastError?: { message: string; stack?: string };
-  progress?: unknown;
-  /** The job's tags (EnqueueOptions.tags). */
-  tags?: string[];
-  group?: string;
-  priority?: number;
-  backoff?: BackoffPolicy;
-  stalled: number;
-  cancelRequested: boolean;
-  /** Server-clock ms: when it was admitted, when it should run, started and ended. */
-  createdAt: number;
-  runAt?: number;
-  startedAt?: number;
-  finishedAt?: number;
-}
 
 const CHUNK = 1000;
 const RETAIN_OPTIONS = new Set(['count', 'ageMs']);
@@ -903,46 +777,4 @@ function strictest(asked: (Replication | undefined)[]): Replication | undefined 
     replicas: Math.max(...some.map((a) => a.replicas)),
     timeoutMs: Math.max(...some.map((a) => a.timeoutMs)),
   };
-}
-
-function num(v: string | undefined): number | undefined {
-  return v === undefined ? undefined : Number(v);
-}
-
-/** Decodes a job row (HGETALL) into its view. */
-export function jobView<D, R>(id: string, row: Record<string, string>): JobView<D, R> {
-  const view: JobView<D, R> = {
-    id,
-    state: row.state as JobState,
-    data: parseMaybe(row.payload) as D,
-    attempts: Number(row.attempts ?? 0),
-    maxAttempts: Number(row.max ?? 1),
-    stalled: Number(row.stalled ?? 0),
-    cancelRequested: row.cancel === '1',
-    createdAt: Number(row.created ?? 0),
-  };
-  if (row.name) view.name = row.name;
-  if (row.group) view.group = row.group;
-  if (row.prio) view.priority = Number(row.prio);
-  if (row.backoff) {
-    const policy = parseMaybe(row.backoff); // malformed text (bad data) is shown as no policy
-    if (typeof policy === 'object' && policy !== null) view.backoff = policy as BackoffPolicy;
-  }
-  if (row.result !== undefined) view.result = parseMaybe(row.result) as R;
-  if (row.error !== undefined)
-    view.error = row.stack ? { message: row.error, stack: row.stack } : { message: row.error };
-  if (row.last_error !== undefined) {
-    view.lastError = row.last_stack
-      ? { message: row.last_error, stack: row.last_stack }
-      : { message: row.last_error };
-  }
-  if (row.progress !== undefined) view.progress = parseMaybe(row.progress);
-  if (row.tags) view.tags = row.tags.split(',');
-  const runAt = num(row.runat);
-  if (runAt !== undefined) view.runAt = runAt;
-  const started = num(row.started);
-  if (started !== undefined) view.startedAt = started;
-  const finished = num(row.finished);
-  if (finished !== undefined) view.finishedAt = finished;
-  return view;
 }

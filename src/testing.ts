@@ -7,11 +7,13 @@
 //     falls due in that window (retries in backoff, delayed jobs, recurring occurrences)
 //   - enqueued(queue, filter): the jobs waiting to run, as views an assertion reads
 
-import type { ConsumeOptions, Consumer, Handler } from './consumer/consumer.js';
+import type { ConsumeOptions, Consumer } from './consumer/consumer.js';
 import { knownKeys } from './core/check.js';
+import { jobView } from './core/codec.js';
 import { parseDuration } from './core/duration.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
-import { type JobState, type JobView, jobView, type Queue } from './queue.js';
+import type { Handler, JobState, JobView } from './core/types.js';
+import type { Queue } from './queue.js';
 import type { MemoryClock } from './wire/memory/clock.js';
 
 export interface RunUntilIdleOptions<D, R> {

@@ -3,8 +3,9 @@
 // lanes, delays, cancellation, and every end state reached.
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { QueueEvent } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
-import type { QueueEvent, QueueEvents } from '../src/events/reader.js';
+import type { QueueEvents } from '../src/events/reader.js';
 import { RedisCluster } from './support/redis-cluster.js';
 
 let cluster: RedisCluster;

@@ -7,14 +7,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import {
-  type ConsumeOptions,
-  type Consumer,
-  type Handler,
-  UnrecoverableError,
-} from '../src/consumer/consumer.js';
+import { type ConsumeOptions, type Consumer, UnrecoverableError } from '../src/consumer/consumer.js';
 import { EchoMQError } from '../src/core/errors.js';
 import { occurrenceId } from '../src/core/ids.js';
+import type { Handler } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
 import { script } from '../src/wire/scripts.js';

@@ -3,10 +3,11 @@
 // connection resumes without gaps or duplicates, and waitFor settles on every terminal state.
 import type { Redis, RedisOptions } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { type Consumer, type Handler, UnrecoverableError } from '../src/consumer/consumer.js';
+import { type Consumer, UnrecoverableError } from '../src/consumer/consumer.js';
 import type { EchoMQError, ErrorCode } from '../src/core/errors.js';
+import type { Handler, QueueEvent } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
-import type { EventsOptions, QueueEvent, QueueEvents } from '../src/events/reader.js';
+import type { EventsOptions, QueueEvents } from '../src/events/reader.js';
 import type { Queue } from '../src/queue.js';
 import { useQueue, useRedisServer } from './support/harness.js';
 import { closeAll, pause, poll, refusal, within } from './support/observe.js';

@@ -4,7 +4,8 @@
 // child failure; the whole flow is admitted atomically or not at all.
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { Consumer, Handler } from '../src/consumer/consumer.js';
+import type { Consumer } from '../src/consumer/consumer.js';
+import type { Handler } from '../src/core/types.js';
 import type { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
 import { useQueue, useRedisServer } from './support/harness.js';

@@ -4,9 +4,10 @@
 import type { Redis } from 'ioredis';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { EchoMQError } from '../src/core/errors.js';
+import type { EnqueueOptions } from '../src/core/types.js';
 import type { EchoMQ } from '../src/echomq.js';
 import { Inspector } from '../src/inspect.js';
-import type { EnqueueOptions, Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

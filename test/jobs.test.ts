@@ -4,8 +4,9 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import type { ErrorCode } from '../src/core/errors.js';
+import type { EnqueueOptions } from '../src/core/types.js';
 import type { EchoMQ } from '../src/echomq.js';
-import type { EnqueueOptions, Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 import {
   expectRefused,

@@ -3,8 +3,9 @@
 // lastError; retryAll moves a whole terminal set in bounded batches, reporting progress.
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import type { EnqueueOptions } from '../src/core/types.js';
 import type { EchoMQ } from '../src/echomq.js';
-import type { EnqueueOptions, Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue.js';
 import { useQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

@@ -3,7 +3,8 @@
 // each call, and the events appended to `emq:{<queue>}:events`.
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { EnqueueOptions, Queue } from '../src/queue.js';
+import type { EnqueueOptions } from '../src/core/types.js';
+import type { Queue } from '../src/queue.js';
 import { useQueue, useRedisServer } from './support/harness.js';
 import { expectRefused, poll, scoreOf, serverNow as serverClock, streamFields } from './support/observe.js';
 

@@ -2,7 +2,7 @@
 // commander's InvalidArgumentError, which commander reports with the option's name (exit 1).
 import { InvalidArgumentError } from 'commander';
 import { parseDuration } from '../core/duration.js';
-import { JOB_STATES, type JobState } from '../queue.js';
+import { JOB_STATES, type JobState } from '../core/types.js';
 
 /** A whole number from `min` to `max`. */
 export function wholeArg(min: number, max = Number.MAX_SAFE_INTEGER) {

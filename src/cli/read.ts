@@ -1,8 +1,8 @@
 // The commands that only read: queues, stats, jobs, job, schedulers, tail. They go through the
 // Inspector (tail through an events reader) and never call a verb.
 import { type Command, Option } from 'commander';
+import { JOB_STATES, type JobState } from '../core/types.js';
 import type { LogPage } from '../logs.js';
-import { JOB_STATES, type JobState } from '../queue.js';
 import { fromArg, stateArg, wholeArg } from './args.js';
 import {
   eventJson,

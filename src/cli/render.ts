@@ -2,7 +2,8 @@
 // plus "ago"), colour only on a terminal (FORCE_COLOR and NO_COLOR honoured), JSON for programs,
 // and a progress bar for long work, always on stderr so stdout stays the result.
 import { formatDuration } from '../core/duration.js';
-import type { QueueEvent } from '../events/reader.js';
+import type { QueueEvent } from '../core/types.js';
+import { JOB_STATES, type JobState, type JobView } from '../core/types.js';
 import {
   type JobDetail,
   type ListedJob,
@@ -11,7 +12,6 @@ import {
   type SchedulersResult,
   STALE_BEATS,
 } from '../inspect.js';
-import { JOB_STATES, type JobState, type JobView } from '../queue.js';
 
 // ── output ──────────────────────────────────────────────────────────────────
 

@@ -3,7 +3,7 @@
 // resume, drain, obliterate (both asking first), clean.
 import { type Command, Option } from 'commander';
 import { formatDuration } from '../core/duration.js';
-import type { EnqueueOptions } from '../queue.js';
+import type { EnqueueOptions } from '../core/types.js';
 import { durationArg, instantArg, wholeArg } from './args.js';
 import { printJson, progress, when, write } from './render.js';
 import {

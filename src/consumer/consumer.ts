@@ -11,6 +11,7 @@
 // per batch of jobs and never a timer per job. Leases of all running jobs are extended by one
 // `extend_lock` call per period. A wire error on any leg skips the rest of the beat and backs
 // off exponentially (degraded); a healthy beat resets it.
+
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
@@ -20,6 +21,7 @@ import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { atLeast, knownKeys } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue, thrownError } from '../core/errors.js';
+import type { Handler, Job, JobContext } from '../core/types.js';
 import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES, logLine } from '../logs.js';
 import type { Queue } from '../queue.js';
 import type { RedisClient } from '../wire/connector.js';
@@ -59,43 +61,6 @@ export interface ConsumeOptions {
    */
   durability?: Durability | false;
 }
-
-/** The job as a handler sees it. */
-export interface Job<D = unknown> {
-  readonly id: string;
-  readonly name: string | undefined;
-  readonly data: D;
-  /** This attempt's number, from 1. */
-  readonly attempts: number;
-  readonly maxAttempts: number;
-  /** performance.now() when this consumer started the job (metrics measure processing from it). */
-  readonly startedAt?: number;
-}
-
-export interface JobContext {
-  /** Aborted when the job is cancelled, its lease is lost, or the consumer closes before it ends. */
-  readonly signal: AbortSignal;
-  /** Extends the lease now; throws when the job was cancelled or the lease was lost. */
-  checkpoint(): Promise<void>;
-  /** Stores progress (a number or an object) on the row and emits `progress`. */
-  progress(value: number | object): Promise<void>;
-  /** A flow parent's completed children's results, child id -> result (null when none). */
-  childrenResults(): Promise<Record<string, unknown>>;
-  /**
-   * A flow parent's children that ended without completing while it ignores failures
-   * (onChildFailure 'ignore'): child id -> '<dead|cancelled|removed>: <error>'.
-   */
-  childrenFailures(): Promise<Record<string, string>>;
-  /** Replaces this job's stored data (fenced by the lease; `job.data` stays what it was). */
-  update(data: unknown): Promise<void>;
-  /**
-   * Appends a line to the job's log (queue.logs(id)). Buffered: the lines travel with the job's
-   * acknowledgement or its next lease checkpoint, never one round trip per line.
-   */
-  log(line: string): void;
-}
-
-export type Handler<D, R> = (job: Job<D>, ctx: JobContext) => Promise<R> | R;
 
 /** Throw (or wrap) this to dead-letter a job at once, whatever attempts it has left. */
 export class UnrecoverableError extends Error {

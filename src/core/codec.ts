@@ -1,6 +1,8 @@
 // How values cross the wire: JSON text in the job row (payload, result, progress), refused
 // before the wire when it cannot round-trip or is over the size limit.
+import type { BackoffPolicy } from './backoff.js';
 import { EchoMQError } from './errors.js';
+import type { JobState, JobView } from './types.js';
 
 /** Encodes a value as JSON for the wire, refusing what cannot round-trip or is too big. */
 export function encodeJson(value: unknown, what: string, limit: number): string {
@@ -34,4 +36,46 @@ export function parseMaybe(v: string | undefined): unknown {
   } catch {
     return v; // a runtime in another language may store plain text
   }
+}
+
+function num(v: string | undefined): number | undefined {
+  return v === undefined ? undefined : Number(v);
+}
+
+/** Decodes a job row (HGETALL) into its view. */
+export function jobView<D, R>(id: string, row: Record<string, string>): JobView<D, R> {
+  const view: JobView<D, R> = {
+    id,
+    state: row.state as JobState,
+    data: parseMaybe(row.payload) as D,
+    attempts: Number(row.attempts ?? 0),
+    maxAttempts: Number(row.max ?? 1),
+    stalled: Number(row.stalled ?? 0),
+    cancelRequested: row.cancel === '1',
+    createdAt: Number(row.created ?? 0),
+  };
+  if (row.name) view.name = row.name;
+  if (row.group) view.group = row.group;
+  if (row.prio) view.priority = Number(row.prio);
+  if (row.backoff) {
+    const policy = parseMaybe(row.backoff); // malformed text (bad data) is shown as no policy
+    if (typeof policy === 'object' && policy !== null) view.backoff = policy as BackoffPolicy;
+  }
+  if (row.result !== undefined) view.result = parseMaybe(row.result) as R;
+  if (row.error !== undefined)
+    view.error = row.stack ? { message: row.error, stack: row.stack } : { message: row.error };
+  if (row.last_error !== undefined) {
+    view.lastError = row.last_stack
+      ? { message: row.last_error, stack: row.last_stack }
+      : { message: row.last_error };
+  }
+  if (row.progress !== undefined) view.progress = parseMaybe(row.progress);
+  if (row.tags) view.tags = row.tags.split(',');
+  const runAt = num(row.runat);
+  if (runAt !== undefined) view.runAt = runAt;
+  const started = num(row.started);
+  if (started !== undefined) view.startedAt = started;
+  const finished = num(row.finished);
+  if (finished !== undefined) view.finishedAt = finished;
+  return view;
 }

@@ -2,6 +2,8 @@
 // a queue (names, ids, payloads, results, errors, event fields) passes through esc(): nothing
 // a job carries is ever markup. The page script (assets.ts) only updates text and attributes.
 
+import type { JobState, JobView } from '../core/types.js';
+import { JOB_STATES } from '../core/types.js';
 import {
   type JobDetail,
   type ListedJob,
@@ -11,8 +13,6 @@ import {
   type SchedulersResult,
   STALE_BEATS,
 } from '../inspect.js';
-import type { JobState, JobView } from '../queue.js';
-import { JOB_STATES } from '../queue.js';
 
 export interface PageContext {
   /** The mount path links start with ('' at the root). */

@@ -5,10 +5,11 @@
 // through the Queue's verbs. Guards (host, auth, CSRF) have run before anything here does.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
+import { JOB_STATES, type JobState } from '../core/types.js';
 import type { EchoMQ } from '../echomq.js';
 import type { EventHub } from '../events/hub.js';
 import type { Inspector } from '../inspect.js';
-import { JOB_STATES, type JobState, type Queue } from '../queue.js';
+import type { Queue } from '../queue.js';
 import type { EchoMQMetrics } from '../telemetry/metrics.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
 import { SECURITY_HEADERS } from './guard.js';

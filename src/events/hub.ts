@@ -2,7 +2,7 @@
 // SSE clients and page refreshers, the metrics counters), opened on the first subscription and
 // closed when the last one leaves, so a hub nobody listens to holds no blocking connection.
 // It is given a way to open a reader rather than a connection, so it knows nothing above it.
-import type { QueueEvent } from './reader.js';
+import type { QueueEvent } from '../core/types.js';
 
 export type HubListener = (queue: string, event: QueueEvent) => void;
 

@@ -2,43 +2,13 @@
 // connection of its own and hands every entry to subscribers and async iterators. It always
 // knows the id of the last entry it delivered, so after a dropped connection it resumes from
 // there: no entry is skipped or delivered twice while the stream still holds it.
+
 import { EventEmitter } from 'node:events';
 import { wholeNumber } from '../core/check.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
+import type { EventName, QueueEvent } from '../core/types.js';
 import type { Queue } from '../queue.js';
 import type { RedisClient } from '../wire/connector.js';
-
-/** The lifecycle vocabulary (BullMQ's, and `updated`), as written by the protocol scripts. */
-export type EventName =
-  | 'added'
-  | 'waiting'
-  | 'active'
-  | 'progress'
-  | 'completed'
-  | 'failed'
-  | 'delayed'
-  | 'stalled'
-  | 'removed'
-  | 'drained'
-  | 'paused'
-  | 'resumed'
-  | 'duplicated'
-  | 'deduplicated'
-  | 'retries_exhausted'
-  | 'waiting_children'
-  | 'cleaned'
-  | 'updated';
-
-export interface QueueEvent {
-  /** The event name. */
-  event: EventName;
-  /** The job id ('' for queue-wide events such as drained). */
-  id: string;
-  /** The stream entry id, usable as `from` to resume after it. */
-  streamId: string;
-  /** The entry's other fields (attempt, reason, at, name, progress …), as strings. */
-  fields: Record<string, string>;
-}
 
 export interface EventsOptions {
   /** '$' (default): only events after the reader starts; '0': replay the stream; or a stream id to resume after. */

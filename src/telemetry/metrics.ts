@@ -15,12 +15,11 @@
 // The stream readers start on the first scrape (or ready()): a registry nobody scrapes holds
 // no connection. Counters count from then on, as Prometheus counters do after a restart.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { Job } from '../consumer/consumer.js';
+import type { Job, QueueEvent } from '../core/types.js';
+import { JOB_STATES } from '../core/types.js';
 import type { EchoMQ } from '../echomq.js';
 import { EventHub } from '../events/hub.js';
-import type { QueueEvent } from '../events/reader.js';
 import { Inspector, type QueueStats } from '../inspect.js';
-import { JOB_STATES } from '../queue.js';
 
 export interface MetricsOptions {
   /** The connection whose queues are measured. */

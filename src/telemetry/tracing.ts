@@ -25,9 +25,10 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { ConsumeOptions, Consumer, Handler } from '../consumer/consumer.js';
+import type { ConsumeOptions, Consumer } from '../consumer/consumer.js';
 import { mintJobId } from '../core/ids.js';
-import type { EnqueueOptions, EnqueueStatus, Queue, ScheduleStatus } from '../queue.js';
+import type { EnqueueOptions, EnqueueStatus, Handler, ScheduleStatus } from '../core/types.js';
+import type { Queue } from '../queue.js';
 
 export interface TracingOptions {
   /** The tracer spans are made with. Default: trace.getTracer('echomq'), the global provider's. */

@@ -6,14 +6,10 @@
 import type { Redis } from 'ioredis';
 import { wholeNumber } from '../core/check.js';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
+import type { Durability } from '../core/types.js';
 import type { Script } from './scripts.js';
 
-export interface Durability {
-  /** How many replicas must have the write before the call resolves (>= 1). */
-  replicas: number;
-  /** How long to wait for them, in ms (>= 1); then the call fails with EMQDURABILITY. Default 1000. */
-  timeoutMs?: number;
-}
+export type { Durability };
 
 /** A durability checked, with its defaults. */
 export type Replication = Required<Durability>;

@@ -3,8 +3,9 @@
 // processes would have) that afterEach closes.
 import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
-import type { ConsumeOptions, Consumer, Handler } from '../../src/consumer/consumer.js';
+import type { ConsumeOptions, Consumer } from '../../src/consumer/consumer.js';
 import { EchoMQError, type ErrorCode } from '../../src/core/errors.js';
+import type { Handler } from '../../src/core/types.js';
 import { EchoMQ } from '../../src/echomq.js';
 import { eventsOf } from '../../src/events/reader.js';
 import type { Queue } from '../../src/queue.js';
