@@ -4,7 +4,7 @@
 // millisecond and across a clock that steps backwards.
 
 import { randomBytes } from 'node:crypto';
-import { EchoMQError } from './errors.js';
+import { EchoMQError, showValue } from './errors.js';
 
 /** Crockford base32: no I, L, O or U, and its digits sort in ASCII order. */
 const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -117,7 +117,7 @@ export function isJobId(id: unknown): id is string {
 }
 
 function show(id: unknown): string {
-  if (typeof id !== 'string') return `${typeof id} ${String(id)}`;
+  if (typeof id !== 'string') return `${typeof id} ${showValue(id)}`;
   return JSON.stringify(id.length > 64 ? `${id.slice(0, 64)}…` : id);
 }
 
