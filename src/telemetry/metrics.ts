@@ -1,8 +1,7 @@
 // Prometheus metrics for EchoMQ queues, through prom-client. What it measures, and from where:
 //   1. gauges     — jobs per state, per lane (pending, running), paused queues and lanes, live
-//                   consumers: read through the Inspector when the registry is scraped, never
-//                   between scrapes
-//                   and the wait of the job next in line (per queue and lane)
+//                   consumers, and the wait of the job next in line (per queue and lane): read
+//                   through the Inspector when the registry is scraped, never between scrapes
 //   2. counters   — completed jobs, failed attempts (by reason) and dead-lettered jobs, from each queue's events
 //                   stream, so they count the work of every consumer on the queue, anywhere
 //   3. wait       — enqueue-to-start latency, also from the events stream: the time between the
@@ -104,92 +103,69 @@ export function registerMetrics(registry: Registry, opts: MetricsOptions): EchoM
     return snapshot.stats;
   };
 
-  new Gauge({
-    name: `${prefix}jobs`,
-    help: 'Jobs in each state (pending counts flat pending and every lane)',
-    labelNames: ['queue', 'state'] as const,
-    registers: [registry],
-    async collect() {
-      const all = await read();
-      this.reset();
-      for (const s of all)
-        for (const state of JOB_STATES) this.set({ queue: s.name, state }, s.counts[state] ?? 0);
+  // Every gauge is refilled at scrape time from the scrape's one read of the queues.
+  const queueGauge = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    fill: (set: (labels: Record<L, string>, value: number) => void, s: QueueStats) => void,
+  ): void => {
+    new Gauge({
+      name: `${prefix}${name}`,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        const all = await read();
+        this.reset();
+        const set = (labels: Record<L, string>, value: number) => this.set(labels, value);
+        for (const s of all) fill(set, s);
+      },
+    });
+  };
+  queueGauge(
+    'jobs',
+    'Jobs in each state (pending counts flat pending and every lane)',
+    ['queue', 'state'],
+    (set, s) => {
+      for (const state of JOB_STATES) set({ queue: s.name, state }, s.counts[state] ?? 0);
     },
-  });
-  new Gauge({
-    name: `${prefix}queue_paused`,
-    help: '1 when the queue is paused (nothing is claimed), else 0',
-    labelNames: ['queue'] as const,
-    registers: [registry],
-    async collect() {
-      const all = await read();
-      this.reset();
-      for (const s of all) this.set({ queue: s.name }, s.paused ? 1 : 0);
-    },
-  });
-  new Gauge({
-    name: `${prefix}lane_jobs`,
-    help: 'Jobs of each lane: pending (waiting in the lane) and running',
-    labelNames: ['queue', 'lane', 'state'] as const,
-    registers: [registry],
-    async collect() {
-      const all = await read();
-      this.reset();
-      for (const s of all) {
-        for (const l of s.lanes) {
-          this.set({ queue: s.name, lane: l.group, state: 'pending' }, l.pending);
-          this.set({ queue: s.name, lane: l.group, state: 'running' }, l.running);
-        }
+  );
+  queueGauge('queue_paused', '1 when the queue is paused (nothing is claimed), else 0', ['queue'], (set, s) =>
+    set({ queue: s.name }, s.paused ? 1 : 0),
+  );
+  queueGauge(
+    'lane_jobs',
+    'Jobs of each lane: pending (waiting in the lane) and running',
+    ['queue', 'lane', 'state'],
+    (set, s) => {
+      for (const l of s.lanes) {
+        set({ queue: s.name, lane: l.group, state: 'pending' }, l.pending);
+        set({ queue: s.name, lane: l.group, state: 'running' }, l.running);
       }
     },
+  );
+  queueGauge('lane_paused', '1 when the lane is paused, else 0', ['queue', 'lane'], (set, s) => {
+    for (const l of s.lanes) set({ queue: s.name, lane: l.group }, l.paused ? 1 : 0);
   });
-  new Gauge({
-    name: `${prefix}lane_paused`,
-    help: '1 when the lane is paused, else 0',
-    labelNames: ['queue', 'lane'] as const,
-    registers: [registry],
-    async collect() {
-      const all = await read();
-      this.reset();
-      for (const s of all)
-        for (const l of s.lanes) this.set({ queue: s.name, lane: l.group }, l.paused ? 1 : 0);
+  queueGauge(
+    'oldest_waiting_seconds',
+    'How long the job next in line has waited (the longest over flat pending and the lanes); 0 when none waits',
+    ['queue'],
+    (set, s) => set({ queue: s.name }, (s.oldestWaitingMs ?? 0) / 1000),
+  );
+  queueGauge(
+    'lane_oldest_waiting_seconds',
+    'How long the job next in line in each lane that holds waiting jobs has waited',
+    ['queue', 'lane'],
+    (set, s) => {
+      for (const [lane, ms] of Object.entries(s.lanesOldestWaitingMs))
+        set({ queue: s.name, lane }, ms / 1000);
     },
-  });
-  new Gauge({
-    name: `${prefix}oldest_waiting_seconds`,
-    help: 'How long the job next in line has waited (the longest over flat pending and the lanes); 0 when none waits',
-    labelNames: ['queue'] as const,
-    registers: [registry],
-    async collect() {
-      const all = await read();
-      this.reset();
-      for (const s of all) this.set({ queue: s.name }, (s.oldestWaitingMs ?? 0) / 1000);
-    },
-  });
-  new Gauge({
-    name: `${prefix}lane_oldest_waiting_seconds`,
-    help: 'How long the job next in line in each lane that holds waiting jobs has waited',
-    labelNames: ['queue', 'lane'] as const,
-    registers: [registry],
-    async collect() {
-      const all = await read();
-      this.reset();
-      for (const s of all)
-        for (const [lane, ms] of Object.entries(s.lanesOldestWaitingMs))
-          this.set({ queue: s.name, lane }, ms / 1000);
-    },
-  });
-  new Gauge({
-    name: `${prefix}consumers`,
-    help: 'Consumers that sent a heartbeat recently',
-    labelNames: ['queue'] as const,
-    registers: [registry],
-    async collect() {
-      const all = await read();
-      this.reset();
-      for (const s of all) this.set({ queue: s.name }, s.consumers.length);
-    },
-  });
+  );
+  queueGauge('consumers', 'Consumers that sent a heartbeat recently', ['queue'], (set, s) =>
+    set({ queue: s.name }, s.consumers.length),
+  );
 
   const completed = new Counter({
     name: `${prefix}jobs_completed_total`,
