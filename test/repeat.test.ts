@@ -14,6 +14,7 @@ import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
 import {
   closeAll,
   deferred,
+  occupiedConsumer,
   poll,
   refusal,
   scoreOf,
@@ -367,21 +368,7 @@ describe("the consumer's beat pumps", () => {
   });
 
   it('a cadence registered under a busy consumer (its only slot taken) makes every slot, each once, in order', async () => {
-    const gate = deferred();
-    const started = deferred();
-    const seen: string[] = [];
-    const c = q.consume(
-      async (job) => {
-        if ((job.data as { long?: boolean }).long) {
-          started.resolve();
-          await gate.promise;
-        } else seen.push(job.id);
-      },
-      { concurrency: 1, beatMs: 60_000 },
-    );
-    consumers.push(c);
-    await q.enqueue({ long: true });
-    await within(started.promise, 5000, 'the long job');
+    const { seen, release } = await occupiedConsumer(q, consumers);
     const every = 200;
     const first = (await serverNow()) + every;
     await q.repeat.register('busy', every, {}, { firstRunMs: first });
@@ -393,7 +380,7 @@ describe("the consumer's beat pumps", () => {
       'four occurrences made while busy',
       20_000,
     );
-    gate.resolve();
+    release();
     await poll(
       () => seen.length,
       (n) => n >= 4,

@@ -14,7 +14,15 @@ import type { Queue } from '../src/queue.js';
 import { calculateNextMillis } from '../src/recurring/next-run.js';
 import { nextOccurrence } from '../src/recurring/schedulers.js';
 import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
-import { closeAll, deferred, poll, refusal, serverNow as serverClock, within } from './support/observe.js';
+import {
+  closeAll,
+  deferred,
+  occupiedConsumer,
+  poll,
+  refusal,
+  serverNow as serverClock,
+  within,
+} from './support/observe.js';
 
 const env = useRedisServer();
 
@@ -557,21 +565,7 @@ describe('consumers run schedulers', () => {
   });
 
   it('a consumer busy with a long job still makes every slot: the runs wait for a slot, none is skipped', async () => {
-    const gate = deferred();
-    const started = deferred();
-    const seen: string[] = [];
-    const c = q.consume(
-      async (job) => {
-        if ((job.data as { long?: boolean }).long) {
-          started.resolve();
-          await gate.promise;
-        } else seen.push(job.id);
-      },
-      { concurrency: 1, beatMs: 60_000 },
-    );
-    consumers.push(c);
-    await q.enqueue({ long: true });
-    await within(started.promise, 5000, 'the long job');
+    const { seen, release } = await occupiedConsumer(q, consumers);
     const r = await q.schedulers.upsert('busy', { every: 200, limit: 4 });
     const last = r.nextRunAt! + 3 * 200;
     // Every slot passes while the only slot is busy: each occurrence is released by promote,
@@ -582,7 +576,7 @@ describe('consumers run schedulers', () => {
       'four occurrences released while busy',
       20_000,
     );
-    gate.resolve();
+    release();
     await poll(
       () => seen.length,
       (n) => n >= 4,

@@ -10,6 +10,8 @@ import { EchoMQ } from '../../src/echomq.js';
 import { eventsOf } from '../../src/events/reader.js';
 import type { Queue } from '../../src/queue.js';
 
+import { deferred, within } from './wait.js';
+
 export { type Deferred, deferred, pause, poll, within } from './wait.js';
 
 export type Entry = { streamId: string } & Record<string, string>;
@@ -129,4 +131,31 @@ export function completions(consumers: Consumer[], count: number): Promise<strin
       c.on('completed', on);
     }
   });
+}
+
+/**
+ * A consumer whose only slot (concurrency 1, a 60 s beat that cannot hide a missed wake) is
+ * held by a long job until release(); the ids of the other jobs it runs are in `seen`, in order.
+ * The consumer joins `consumers`, for the file's afterEach to close.
+ */
+export async function occupiedConsumer(
+  q: Queue,
+  consumers: Consumer[],
+): Promise<{ seen: string[]; release: () => void }> {
+  const gate = deferred();
+  const started = deferred();
+  const seen: string[] = [];
+  const c = q.consume(
+    async (job) => {
+      if ((job.data as { long?: boolean }).long) {
+        started.resolve();
+        await gate.promise;
+      } else seen.push(job.id);
+    },
+    { concurrency: 1, beatMs: 60_000 },
+  );
+  consumers.push(c);
+  await q.enqueue({ long: true });
+  await within(started.promise, 5000, 'the long job');
+  return { seen, release: () => gate.resolve() };
 }
