@@ -7,13 +7,13 @@ import { PRIORITY_MAX, wholeNumber } from './core/check.js';
 import { encodeJson } from './core/codec.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId } from './core/ids.js';
-import type { Queue } from './queue.js';
+import type { QueueWire } from './wire/queue-wire.js';
 
 /** When a rescheduled job should run: `at` an epoch ms instant, or `in` ms from now (server clock). */
 export type RunWhen = { at: number; in?: never } | { in: number; at?: never };
 
 /** A scheduled job runs now: it moves to pending (its lane when it has a group). */
-export async function promoteJob(q: Queue<unknown, unknown>, id: string): Promise<void> {
+export async function promoteJob(q: QueueWire, id: string): Promise<void> {
   assertJobId(id);
   await q.run('promote_job', [q.keys.prefix, id], id);
 }
@@ -22,7 +22,7 @@ export async function promoteJob(q: Queue<unknown, unknown>, id: string): Promis
  * A scheduled or pending job runs at a new instant, judged on the Redis server's clock.
  * Resolves with the new run-at (epoch ms, server clock).
  */
-export async function reschedule(q: Queue<unknown, unknown>, id: string, when: RunWhen): Promise<number> {
+export async function reschedule(q: QueueWire, id: string, when: RunWhen): Promise<number> {
   assertJobId(id);
   const w = optionsObject(when, 'reschedule needs { at } or { in }, and it') as Record<string, unknown>;
   const keys = Object.keys(w);
@@ -38,7 +38,7 @@ export async function reschedule(q: Queue<unknown, unknown>, id: string, when: R
 }
 
 /** A job that has not started gets a new priority (lower runs first; 0 = none). */
-export async function reprioritize(q: Queue<unknown, unknown>, id: string, priority: number): Promise<void> {
+export async function reprioritize(q: QueueWire, id: string, priority: number): Promise<void> {
   assertJobId(id);
   const prio = wholeNumber(priority, 'priority', 0, PRIORITY_MAX);
   await q.run('reprioritize', [q.keys.prefix, id, prio], id);
@@ -48,14 +48,9 @@ export async function reprioritize(q: Queue<unknown, unknown>, id: string, prior
  * Replaces the data of a job that has not started (scheduled, pending or waiting for its
  * children). With `token` (a running job's own lease, from ctx.update), of that running job.
  */
-export async function updateData(
-  q: Queue<unknown, unknown>,
-  id: string,
-  data: unknown,
-  token?: string,
-): Promise<void> {
+export async function updateData(q: QueueWire, id: string, data: unknown, token?: string): Promise<void> {
   assertJobId(id);
-  const payload = encodeJson(data, 'job data', q.maxPayloadBytes);
+  const payload = encodeJson(data, 'job data', q.limits.maxPayloadBytes);
   const argv = [q.keys.prefix, id, payload];
   if (token !== undefined) argv.push(token);
   await q.run('update_data', argv, id);

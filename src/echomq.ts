@@ -30,7 +30,7 @@ const CONNECT_OPTIONS = [
 ];
 
 export class EchoMQ {
-  private readonly queues = new Map<string, Queue<never, never>>();
+  private readonly queues = new Map<string, Queue>();
 
   private constructor(
     readonly connector: Connector,
@@ -74,10 +74,10 @@ export class EchoMQ {
     knownKeys(opts, QUEUE_OPTIONS, 'queue option');
     let q = this.queues.get(name);
     if (!q) {
-      q = new Queue<never, never>(this.connector, name, { ...this.defaults, ...opts });
+      q = new Queue(this.connector, name, { ...this.defaults, ...opts });
       this.queues.set(name, q);
     }
-    return q as unknown as Queue<D, R>;
+    return q as Queue<D, R>;
   }
 
   /**
@@ -87,7 +87,7 @@ export class EchoMQ {
    */
   flow<D = unknown>(root: FlowJob<D>): Promise<FlowResult> {
     this.connector.assertOpen();
-    return addFlow(this, root);
+    return addFlow((name) => this.queue(name).wire, root);
   }
 
   /**

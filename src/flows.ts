@@ -10,7 +10,8 @@
 import { knownKeys } from './core/check.js';
 import { EchoMQError, showValue } from './core/errors.js';
 import type { EnqueueOptions } from './core/types.js';
-import type { EchoMQ } from './echomq.js';
+import { encodeJob } from './wire/admission.js';
+import type { QueueWire } from './wire/queue-wire.js';
 
 /** Options of one job in a flow: enqueue's, without dedupe, plus what a parent may set. */
 export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {
@@ -58,12 +59,18 @@ function shape(value: unknown): string {
   return typeof value === 'object' ? 'an object' : `${typeof value} ${showValue(value)}`;
 }
 
-/** Admits a flow: the tree's jobs in one script call, each parent before its children. */
-export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResult> {
+/**
+ * Admits a flow: the tree's jobs in one script call, each parent before its children. `wireOf`
+ * resolves the root's queue by name (EchoMQ.queue's one object per name).
+ */
+export async function addFlow<D>(
+  wireOf: (queue: string) => QueueWire,
+  root: FlowJob<D>,
+): Promise<FlowResult> {
   if (typeof root !== 'object' || root === null || typeof root.queue !== 'string') {
     throw new EchoMQError('EMQINPUT', 'a flow is { queue, data, name?, opts?, children? }');
   }
-  const queue = mq.queue(root.queue);
+  const queue = wireOf(root.queue);
   const argv: string[] = [queue.keys.prefix];
   const seen = new Set<string>();
   // `at` names the job's place in the tree (root.children[0].children[2]) for the messages.
@@ -91,7 +98,7 @@ export async function addFlow<D>(mq: EchoMQ, root: FlowJob<D>): Promise<FlowResu
     }
     if ('dedupe' in opts) throw new EchoMQError('EMQINPUT', 'dedupe is not supported on the jobs of a flow');
     const name = job.name ?? opts.name;
-    const a = queue.admission(job.data, name === undefined ? opts : { ...opts, name });
+    const a = encodeJob(job.data, name === undefined ? opts : { ...opts, name }, queue.limits);
     if (a.retainCompleted || a.retainDead || a.tags || a.lifo) {
       throw new EchoMQError(
         'EMQINPUT',

@@ -12,9 +12,9 @@ import { JOB_STATES, type JobState, type JobView, type QueueEvent } from './core
 import type { EchoMQ } from './echomq.js';
 import { eventsOf } from './events/reader.js';
 import type { Queue } from './queue.js';
+import { QUEUES_KEY } from './wire/keyspace.js';
 
 /** The global registry of queue names (every queue adds itself on its first script call). */
-export const QUEUES_KEY = 'emq:queues';
 
 export interface QueueSummary {
   name: string;

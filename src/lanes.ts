@@ -6,7 +6,7 @@
 import { assertName, atLeast, isWhole } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import type { LaneInfo, RateLimit } from './core/types.js';
-import type { Queue } from './queue.js';
+import type { QueueWire } from './wire/queue-wire.js';
 
 export interface LaneSettings {
   /** Jobs of the lane running at once across all consumers; 0 = unlimited (the default). */
@@ -33,7 +33,7 @@ function parseRate(spec: string | null | undefined): RateLimit | null {
 }
 
 export class Lanes {
-  constructor(private readonly queue: Queue<never, never>) {}
+  constructor(private readonly queue: QueueWire) {}
 
   /** Sets one lane's concurrency and/or rate limit (omitted settings stay as they are). */
   async configure(group: string, settings: LaneSettings): Promise<void> {

@@ -5,7 +5,8 @@
 import { knownKeys, wholeNumber } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import { assertJobId } from './core/ids.js';
-import type { Queue } from './queue.js';
+import type { QueueWire } from './wire/queue-wire.js';
+import { logPage } from './wire/reads.js';
 
 const LOGS_OPTIONS = new Set(['from', 'count']);
 export const DEFAULT_LOG_LINES = 100;
@@ -37,24 +38,15 @@ export interface LogPage {
 
 /** A page of a job's log: `count` lines (default 100) from index `from` (default 0, the oldest kept). */
 export async function readLogs(
-  q: Queue<unknown, unknown>,
+  w: QueueWire,
   id: string,
   options?: { from?: number; count?: number },
 ): Promise<LogPage> {
-  q.connector.assertOpen();
+  w.connector.assertOpen();
   assertJobId(id);
   const opts = optionsObject(options, 'logs options');
   knownKeys(opts, LOGS_OPTIONS, 'logs option');
   const from = wholeNumber(opts.from ?? 0, 'from', 0);
   const count = wholeNumber(opts.count ?? 100, 'count', 1, 100_000);
-  const key = `${q.keys.job(id)}:logs`;
-  const replies =
-    (await q.connector.client
-      .pipeline()
-      .lrange(key, from, from + count - 1)
-      .llen(key)
-      .exec()) ?? [];
-  const [[e1, logs], [e2, total]] = replies as [[Error | null, string[]], [Error | null, number]];
-  if (e1 || e2) throw e1 ?? e2;
-  return { logs, count: total };
+  return logPage(w, id, from, count);
 }

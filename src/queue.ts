@@ -4,14 +4,11 @@
 
 import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
-import { Backoff } from './core/backoff.js';
-import { assertName, knownKeys, PRIORITY_MAX, wholeNumber } from './core/check.js';
-import { encodeJson, jobView } from './core/codec.js';
+import { knownKeys, wholeNumber } from './core/check.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
-import { assertJobId, mintJobId } from './core/ids.js';
+import { assertJobId } from './core/ids.js';
 import type {
   CleanOptions,
-  DedupeOptions,
   EnqueueOptions,
   EnqueueStatus,
   Handler,
@@ -19,7 +16,6 @@ import type {
   JobView,
   QueueOptions,
   QueueSettings,
-  Retain,
   ScheduleStatus,
 } from './core/types.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
@@ -28,76 +24,21 @@ import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
 import { type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
+import { type Admission, encodeJob, extended, RETAIN_KEYS } from './wire/admission.js';
 import type { Connector } from './wire/connector.js';
-import { type Durability, durabilityOf, type Replication } from './wire/durability.js';
-import { Keyspace, PROTOCOL_VERSION } from './wire/keyspace.js';
-import { type Script, type ScriptName, script } from './wire/scripts.js';
+import type { Durability, Replication } from './wire/durability.js';
+import type { Keyspace } from './wire/keyspace.js';
+import { QueueWire, queueLimits } from './wire/queue-wire.js';
+import { counts, row } from './wire/reads.js';
+import type { ScriptName } from './wire/scripts.js';
 
 const CHUNK = 1000;
-const RETAIN_OPTIONS = new Set(['count', 'ageMs']);
 
-const KNOWN_OPTIONS = new Set([
-  'id',
-  'name',
-  'priority',
-  'group',
-  'attempts',
-  'backoff',
-  'dedupe',
-  'removeOnComplete',
-  'removeOnFail',
-  'tags',
-  'lifo',
-]);
-const MAX_TAGS = 10;
-const BAD_TAG = /[\s,\p{Cc}]/u;
-
-/** A job's own retention as the row keeps it: '<count>:<age_ms>' (-1 = no bound), '' for none. */
-function retainSpec(value: Retain | undefined, what: string): string {
-  if (value === undefined || value === false) return '';
-  if (value === true) return '0:-1';
-  if (typeof value === 'number') return `${wholeNumber(value, what, 0)}:-1`;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new EchoMQError('EMQINPUT', `${what} must be true, a count, or { count, ageMs }`);
-  }
-  knownKeys(value, RETAIN_OPTIONS, `${what} option`);
-  if (value.count === undefined && value.ageMs === undefined) {
-    throw new EchoMQError('EMQINPUT', `${what} needs count, ageMs or both`);
-  }
-  const count = value.count === undefined ? -1 : wholeNumber(value.count, `${what}.count`, 0);
-  const age = value.ageMs === undefined ? -1 : wholeNumber(value.ageMs, `${what}.ageMs`, 0);
-  return `${count}:${age}`;
-}
-
-function lifoFlag(lifo: unknown): string {
-  if (lifo === undefined || lifo === false) return '';
-  if (lifo === true) return '1';
-  throw new EchoMQError('EMQINPUT', `lifo must be true or false, got ${showValue(lifo)}`);
-}
-
-function tagList(tags: unknown): string {
-  if (tags === undefined) return '';
-  if (!Array.isArray(tags) || tags.length > MAX_TAGS) {
-    throw new EchoMQError('EMQINPUT', `tags must be an array of at most ${MAX_TAGS} strings`);
-  }
-  for (const t of tags) {
-    if (typeof t !== 'string' || t.length === 0 || t.length > 64 || BAD_TAG.test(t)) {
-      throw new EchoMQError(
-        'EMQINPUT',
-        `a tag must be 1-64 characters without spaces, commas or control characters, got ${showValue(t)}`,
-      );
-    }
-  }
-  return [...new Set(tags as string[])].join(',');
-}
-
-const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
 const MANY_ITEM_KEYS = new Set(['data', 'opts']);
 const MANY_OPTIONS = new Set(['durability']);
 const RETRY_ALL_OPTIONS = new Set(['state', 'name', 'error', 'batch', 'onProgress']);
 const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs']);
 const ENDED_SETS = new Set(['completed', 'dead']);
-const RETENTION_KEYS = new Set(['count', 'ageMs']);
 
 /** configure's retention, every level of it checked for unknown keys. */
 function retentionSettings(value: NonNullable<QueueSettings['retention']>): QueueSettings['retention'] {
@@ -105,55 +46,9 @@ function retentionSettings(value: NonNullable<QueueSettings['retention']>): Queu
   for (const set of ENDED_SETS) {
     const one = r[set as 'completed' | 'dead'];
     if (one !== undefined)
-      knownKeys(optionsObject(one, `retention.${set}`), RETENTION_KEYS, `retention.${set} option`);
+      knownKeys(optionsObject(one, `retention.${set}`), RETAIN_KEYS, `retention.${set} option`);
   }
   return r;
-}
-
-/** The 9-tuple the enqueue script takes per job (schedule takes the same fields). */
-interface Admission {
-  id: string;
-  payload: string;
-  priority: string;
-  group: string;
-  name: string;
-  max: string;
-  backoff: string;
-  /** '' or the dedupe key, and its spec: 'throttle' | 'debounce', with ':<ttl_ms>' when given. */
-  dedupeKey: string;
-  dedupeSpec: string;
-  /** The job's own retention ('' = the queue's), its tags joined by ',' ('' = none), lifo '1'/''. */
-  retainCompleted: string;
-  retainDead: string;
-  tags: string;
-  lifo: string;
-}
-
-/** True when a job needs enqueue's 13-field tuple (its own retention, tags or lifo). */
-function extended(j: Admission): boolean {
-  return j.retainCompleted !== '' || j.retainDead !== '' || j.tags !== '' || j.lifo !== '';
-}
-
-function dedupeFields(d: DedupeOptions | undefined): { dedupeKey: string; dedupeSpec: string } {
-  if (d === undefined) return { dedupeKey: '', dedupeSpec: '' };
-  if (typeof d !== 'object' || d === null) {
-    throw new EchoMQError(
-      'EMQINPUT',
-      "dedupe must be an object { key, mode: 'throttle' | 'debounce', ttlMs? }",
-    );
-  }
-  knownKeys(d, DEDUPE_OPTIONS, 'dedupe option');
-  if (typeof d.key !== 'string' || d.key.length === 0 || d.key.length > 200) {
-    throw new EchoMQError('EMQINPUT', 'dedupe.key must be a string of 1-200 characters');
-  }
-  if (d.mode !== 'throttle' && d.mode !== 'debounce') {
-    throw new EchoMQError(
-      'EMQINPUT',
-      `dedupe.mode must be 'throttle' or 'debounce', got ${showValue(d.mode)}`,
-    );
-  }
-  const ttl = d.ttlMs === undefined ? '' : `:${wholeNumber(d.ttlMs, 'dedupe.ttlMs', 1)}`;
-  return { dedupeKey: d.key, dedupeSpec: d.mode + ttl };
 }
 
 /** An admission reply entry: 1 added, 0 duplicate, or the kept id (a string) when deduplicated. */
@@ -167,19 +62,14 @@ function admitted<S extends string>(
 }
 
 export class Queue<D = unknown, R = unknown> {
-  readonly keys: Keyspace;
+  /** The queue as the wire sees it; the runtime rooms (consumer, events, lanes...) take this. */
+  readonly wire: QueueWire;
   /** Lanes (groups): per-lane concurrency, rate limits and pause. */
   readonly lanes: Lanes;
   /** Fixed cadences swept by a pump: register, unregister, list, pump. */
-  readonly repeat = new Repeat(this);
+  readonly repeat: Repeat;
   /** Job schedulers (every / cron pattern / immediately): upsert, get, list, count, remove. */
-  readonly schedulers = new JobSchedulers(this);
-  private readonly defaultAttempts: number;
-  readonly maxPayloadBytes: number;
-  private hello: Promise<unknown> | undefined;
-  private helloDone = false;
-  /** KEYS per script for calls about no particular job: built once, not per call. */
-  private readonly keyCache = new Map<string, string[]>();
+  readonly schedulers: JobSchedulers;
   private readonly started = new Set<Consumer<D, R>>();
   private batch: {
     job: Admission;
@@ -188,81 +78,52 @@ export class Queue<D = unknown, R = unknown> {
     reject: (e: unknown) => void;
   }[] = [];
 
-  constructor(
-    readonly connector: Connector,
-    readonly name: string,
-    opts: QueueOptions = {},
-  ) {
-    this.keys = new Keyspace(name);
-    this.lanes = new Lanes(this as unknown as Queue<never, never>);
-    this.defaultAttempts = wholeNumber(opts.defaultAttempts ?? 3, 'defaultAttempts', 1);
-    this.maxPayloadBytes = wholeNumber(opts.maxPayloadBytes ?? 512 * 1024, 'maxPayloadBytes', 1);
+  constructor(connector: Connector, name: string, opts: QueueOptions = {}) {
+    this.wire = new QueueWire(connector, name, queueLimits(opts));
+    this.lanes = new Lanes(this.wire);
+    this.repeat = new Repeat(this.wire);
+    this.schedulers = new JobSchedulers(this.wire);
   }
 
-  /** Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key. */
-  async run(
+  get name(): string {
+    return this.wire.name;
+  }
+
+  get keys(): Keyspace {
+    return this.wire.keys;
+  }
+
+  get connector(): Connector {
+    return this.wire.connector;
+  }
+
+  get maxPayloadBytes(): number {
+    return this.wire.limits.maxPayloadBytes;
+  }
+
+  /**
+   * Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key.
+   * @internal tests and tools; the verbs go through src/wire.
+   */
+  run(
     name: ScriptName,
     argv: readonly (string | number)[],
     jobId?: string,
     durability?: Replication,
   ): Promise<unknown> {
-    this.connector.assertOpen();
-    if (!this.hello) {
-      const hello = script('hello');
-      // The registry of queue names lets tools list queues without scanning the keyspace.
-      void this.connector.client.sadd('emq:queues', this.name).catch(() => {});
-      this.hello = this.connector.run(hello, [this.keys.key('meta')], [PROTOCOL_VERSION]).catch((err) => {
-        this.hello = undefined;
-        throw err;
-      });
-    }
-    if (!this.helloDone) {
-      await this.hello;
-      this.helloDone = true;
-    }
-    const s: Script = script(name);
-    let keys = jobId === undefined ? this.keyCache.get(name) : undefined;
-    if (!keys) {
-      keys = s.keys.map((k) => this.keys.key(k, jobId));
-      if (jobId === undefined) this.keyCache.set(name, keys);
-    }
-    return this.connector.run(s, keys, argv, durability);
+    return this.wire.run(name, argv, jobId, durability);
   }
 
   /** A call's `durability` option, the connection's default when absent. */
   durabilityFor(value: unknown, where: string): Replication | undefined {
-    if (value === undefined) return this.connector.durability;
-    const d = durabilityOf(value, where);
-    if (d) this.connector.requireReplicas();
-    return d;
+    return this.wire.durabilityFor(value, where);
   }
 
   // ── admission ───────────────────────────────────────────────────────────────
 
   /** Validates and encodes one job for the admission scripts (enqueue, schedule, flow_add). */
   admission(data: D, options?: EnqueueOptions): Admission {
-    const opts = optionsObject(options, 'enqueue options');
-    knownKeys(opts, KNOWN_OPTIONS, 'enqueue option');
-    const id = opts.id ?? mintJobId();
-    assertJobId(id);
-    if (opts.group !== undefined) assertName('group', opts.group);
-    if (opts.name !== undefined && (typeof opts.name !== 'string' || opts.name.length > 200)) {
-      throw new EchoMQError('EMQINPUT', 'name must be a string of at most 200 characters');
-    }
-    return {
-      id,
-      payload: encodeJson(data, 'job data', this.maxPayloadBytes),
-      priority: String(wholeNumber(opts.priority ?? 0, 'priority', 0, PRIORITY_MAX)),
-      group: opts.group ?? '',
-      name: opts.name ?? '',
-      max: String(wholeNumber(opts.attempts ?? this.defaultAttempts, 'attempts', 1, 1_000_000)),
-      backoff: opts.backoff === undefined ? '' : JSON.stringify(Backoff.validate(opts.backoff)),
-      ...dedupeFields(opts.dedupe),
-      retainCompleted: retainSpec(opts.removeOnComplete, 'removeOnComplete'),
-      retainDead: retainSpec(opts.removeOnFail, 'removeOnFail'),
-      tags: tagList(opts.tags),
-      lifo: lifoFlag(opts.lifo),
-    };
+    return encodeJob(data, options, this.wire.limits);
   }
 
   /**
@@ -419,35 +280,13 @@ export class Queue<D = unknown, R = unknown> {
   async get(id: string): Promise<JobView<D, R> | null> {
     this.connector.assertOpen();
     assertJobId(id);
-    const row = (await this.connector.client.hgetall(this.keys.job(id))) as Record<string, string>;
-    if (!row.state) return null;
-    return jobView<D, R>(id, row);
+    return row<D, R>(this.wire, id);
   }
 
   /** How many jobs are in each state (pending counts flat pending and every lane). */
   async counts(): Promise<Record<JobState, number>> {
     this.connector.assertOpen();
-    const c = this.connector.client;
-    const k = this.keys;
-    const groups = await c.smembers(k.key('lanes'));
-    const pipeline = c.pipeline();
-    for (const set of ['schedule', 'pending', 'active', 'completed', 'dead', 'cancelled', 'waiting_children'])
-      pipeline.zcard(k.key(set));
-    for (const g of groups) pipeline.zcard(k.lane(g));
-    const replies = ((await pipeline.exec()) ?? []).map(([err, n]) => {
-      if (err) throw err;
-      return n as number;
-    });
-    const [scheduled, pending, active, completed, dead, cancelled, waitingChildren, ...lanes] = replies;
-    return {
-      scheduled: scheduled!,
-      pending: pending! + lanes.reduce((a, b) => a + b, 0),
-      active: active!,
-      completed: completed!,
-      dead: dead!,
-      cancelled: cancelled!,
-      waiting_children: waitingChildren!,
-    };
+    return counts(this.wire);
   }
 
   // ── changing a job that has not started (src/control.ts) ────────────────────
@@ -458,12 +297,12 @@ export class Queue<D = unknown, R = unknown> {
    * waits for its children (nothing changes).
    */
   reschedule(id: string, when: RunWhen): Promise<number> {
-    return reschedule(this as Queue<unknown, unknown>, id, when);
+    return reschedule(this.wire, id, when);
   }
 
   /** Gives a job that has not started a new priority (lower runs first; 0 = none). */
   reprioritize(id: string, priority: number): Promise<void> {
-    return reprioritize(this as Queue<unknown, unknown>, id, priority);
+    return reprioritize(this.wire, id, priority);
   }
 
   /**
@@ -471,7 +310,7 @@ export class Queue<D = unknown, R = unknown> {
    * EMQSTATE for a running or ended job: a handler changes its own job's data with ctx.update.
    */
   update(id: string, data: D): Promise<void> {
-    return updateData(this as Queue<unknown, unknown>, id, data);
+    return updateData(this.wire, id, data);
   }
 
   /**
@@ -479,7 +318,7 @@ export class Queue<D = unknown, R = unknown> {
    * (defaults 100 from 0, the oldest kept), and how many the log holds.
    */
   logs(id: string, opts?: { from?: number; count?: number }): Promise<LogPage> {
-    return readLogs(this as Queue<unknown, unknown>, id, opts);
+    return readLogs(this.wire, id, opts);
   }
 
   // ── ending a job ────────────────────────────────────────────────────────────
@@ -663,7 +502,7 @@ export class Queue<D = unknown, R = unknown> {
    * too) in batches, and resolves with how many. Running and ended jobs stay.
    */
   drain(opts?: DrainOptions): Promise<number> {
-    return drain(this as Queue<unknown, unknown>, opts);
+    return drain(this.wire, opts);
   }
 
   /**
@@ -671,9 +510,8 @@ export class Queue<D = unknown, R = unknown> {
    * `force`. The next call on this queue starts it afresh (hello stamps the version again).
    */
   async obliterate(opts?: ObliterateOptions): Promise<number> {
-    const deleted = await obliterate(this as Queue<unknown, unknown>, opts);
-    this.hello = undefined;
-    this.helloDone = false;
+    const deleted = await obliterate(this.wire, opts);
+    this.wire.forgetHello();
     return deleted;
   }
 
@@ -696,7 +534,7 @@ export class Queue<D = unknown, R = unknown> {
   /** Follows the queue's events stream (from '$' by default; '0' replays). */
   events(opts?: EventsOptions): QueueEvents {
     this.connector.assertOpen();
-    return new QueueEvents(this as Queue<unknown, unknown>, opts);
+    return new QueueEvents(this.wire, opts);
   }
 
   /** Resolves with the job's result when it completes; rejects when it ends dead or cancelled. */
@@ -706,7 +544,7 @@ export class Queue<D = unknown, R = unknown> {
     const opts = optionsObject(options, 'waitFor options');
     const timeoutMs =
       opts.timeoutMs === undefined ? undefined : wholeNumber(opts.timeoutMs, 'timeoutMs', 1, 2 ** 31 - 1);
-    return waitFor(this as Queue<unknown, R>, id, timeoutMs);
+    return waitFor<R>(this.wire, id, timeoutMs);
   }
 
   // ── sweeps ──────────────────────────────────────────────────────────────────
@@ -718,7 +556,7 @@ export class Queue<D = unknown, R = unknown> {
   promote(id: string): Promise<void>;
   promote(batch?: number): Promise<number>;
   promote(target: string | number = 100): Promise<unknown> {
-    if (typeof target === 'string') return promoteJob(this as Queue<unknown, unknown>, target);
+    if (typeof target === 'string') return promoteJob(this.wire, target);
     return this.promoteDue(target);
   }
 

@@ -3,7 +3,9 @@
 // call each, so Redis is never blocked for long, and report progress after every batch.
 import { knownKeys, wholeNumber } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
-import type { Queue } from './queue.js';
+import { QUEUES_KEY } from './wire/keyspace.js';
+import type { QueueWire } from './wire/queue-wire.js';
+import { counts as stateCounts } from './wire/reads.js';
 
 export interface DrainOptions {
   /** Also delete scheduled jobs (delayed ones, retries in backoff). Default false. */
@@ -36,7 +38,7 @@ function known<T extends { onProgress?: unknown }>(opts: T, what: string, keys: 
 }
 
 /** Deletes every waiting job; resolves with how many were deleted. */
-export async function drain(q: Queue<unknown, unknown>, options?: DrainOptions): Promise<number> {
+export async function drain(q: QueueWire, options?: DrainOptions): Promise<number> {
   const opts = known(optionsObject(options, 'drain options'), 'drain', DRAIN_OPTIONS);
   if (opts.scheduled !== undefined && typeof opts.scheduled !== 'boolean') {
     throw new EchoMQError('EMQINPUT', 'drain scheduled must be true or false');
@@ -55,13 +57,14 @@ export async function drain(q: Queue<unknown, unknown>, options?: DrainOptions):
  * Deletes every key of the queue (jobs, logs, lanes, schedulers, events, settings). EMQSTATE
  * while jobs are active, unless `force`. Resolves with how many keys were deleted.
  */
-export async function obliterate(q: Queue<unknown, unknown>, options?: ObliterateOptions): Promise<number> {
+export async function obliterate(q: QueueWire, options?: ObliterateOptions): Promise<number> {
   const opts = known(optionsObject(options, 'obliterate options'), 'obliterate', OBLITERATE_OPTIONS);
   if (opts.force !== undefined && typeof opts.force !== 'boolean') {
     throw new EchoMQError('EMQINPUT', 'obliterate force must be true or false');
   }
   const batch = wholeNumber(opts.batch ?? 1000, 'batch', 1, 100_000);
-  const counts = await q.counts();
+  q.connector.assertOpen();
+  const counts = await stateCounts(q);
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
   let deleted = 0;
   let cursor = '0';
@@ -74,6 +77,6 @@ export async function obliterate(q: Queue<unknown, unknown>, options?: Obliterat
     cursor = next;
     opts.onProgress?.({ deleted, total: Math.max(total, deleted) });
   } while (cursor !== '0');
-  await q.connector.client.srem('emq:queues', q.name);
+  await q.connector.client.srem(QUEUES_KEY, q.name);
   return deleted;
 }

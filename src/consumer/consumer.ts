@@ -173,7 +173,7 @@ class Running<D> implements Job<D>, JobContext {
   }
 
   update(data: unknown): Promise<void> {
-    return updateData(this.consumer.queue as Queue<unknown, unknown>, this.id, data, this.token);
+    return updateData(this.consumer.queue.wire, this.id, data, this.token);
   }
 
   childrenFailures(): Promise<Record<string, string>> {

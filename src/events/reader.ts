@@ -7,7 +7,12 @@ import { EventEmitter } from 'node:events';
 import { wholeNumber } from '../core/check.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
 import type { EventName, QueueEvent } from '../core/types.js';
-import type { Queue } from '../queue.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import { row } from '../wire/reads.js';
+
+/** What the reader needs of a queue (a QueueWire, or a Queue, which has the same three). */
+export type EventSource = Pick<QueueWire, 'name' | 'keys' | 'connector'>;
+
 import type { RedisClient } from '../wire/connector.js';
 
 export interface EventsOptions {
@@ -45,7 +50,7 @@ export class QueueEvents extends EventEmitter {
   private markReady!: () => void;
 
   constructor(
-    readonly queue: Queue<unknown, unknown>,
+    readonly queue: EventSource,
     options?: EventsOptions,
   ) {
     super();
@@ -205,8 +210,8 @@ export function eventsOf(streamId: string, flat: string[]): QueueEvent[] {
  * dead, EMQCANCELLED when cancelled, EMQTIMEOUT after `timeoutMs`, EMQNOJOB when unknown.
  * Built on the events: it reads the row once, then follows events from before that read.
  */
-export async function waitFor<R>(queue: Queue<unknown, R>, id: string, timeoutMs = 30_000): Promise<R> {
-  const events = new QueueEvents(queue as Queue<unknown, unknown>, { blockMs: Math.min(5000, timeoutMs) });
+export async function waitFor<R>(queue: QueueWire, id: string, timeoutMs = 30_000): Promise<R> {
+  const events = new QueueEvents(queue, { blockMs: Math.min(5000, timeoutMs) });
   let timer: NodeJS.Timeout | undefined;
   try {
     await events.ready; // events from here on are seen, so the row read below cannot miss the end
@@ -216,7 +221,7 @@ export async function waitFor<R>(queue: Queue<unknown, R>, id: string, timeoutMs
         timeoutMs,
       );
       const settleFromRow = async () => {
-        const job = await queue.get(id);
+        const job = await row<unknown, R>(queue, id);
         if (!job) reject(new EchoMQError('EMQNOJOB', `no job ${id} in queue ${queue.name}`));
         else if (job.state === 'completed') resolve(job.result as R);
         else if (job.state === 'dead') {

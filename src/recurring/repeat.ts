@@ -9,17 +9,7 @@
 import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
-import type { Connector } from '../wire/connector.js';
-import type { Keyspace } from '../wire/keyspace.js';
-import type { ScriptName } from '../wire/scripts.js';
-
-/** What Repeat and JobSchedulers need of a queue (Queue provides it). */
-export interface RecurrenceHost {
-  readonly keys: Keyspace;
-  readonly connector: Connector;
-  readonly maxPayloadBytes: number;
-  run(name: ScriptName, argv: readonly (string | number)[], jobId?: string): Promise<unknown>;
-}
+import type { QueueWire } from '../wire/queue-wire.js';
 
 /**
  * What the pump does when no pump ran for several periods, so several slots of one name are due:
@@ -66,7 +56,7 @@ export interface PumpResult {
 const REGISTER_OPTIONS = new Set(['firstRunMs', 'catchUp', 'attempts']);
 
 export class Repeat {
-  constructor(private readonly queue: RecurrenceHost) {}
+  constructor(private readonly queue: QueueWire) {}
 
   /**
    * Registers a cadence: every `everyMs` from the first run, a job with `template` as its data and
@@ -90,7 +80,7 @@ export class Repeat {
       throw new EchoMQError('EMQINPUT', `catchUp must be 'once' or 'all', got ${showValue(opts.catchUp)}`);
     }
     const max = opts.attempts === undefined ? '' : wholeNumber(opts.attempts, 'attempts', 1, 1_000_000);
-    const payload = encodeJson(template, 'repeat template', this.queue.maxPayloadBytes);
+    const payload = encodeJson(template, 'repeat template', this.queue.limits.maxPayloadBytes);
     const reply = await this.queue.run('register', [
       name,
       everyMs,
@@ -116,7 +106,7 @@ export class Repeat {
     const flat = await c.zrange(this.queue.keys.key('repeat'), 0, -1, 'WITHSCORES');
     if (flat.length === 0) return [];
     const pipeline = c.pipeline();
-    for (let i = 0; i < flat.length; i += 2) pipeline.hgetall(`${this.queue.keys.prefix}repeat:${flat[i]}`);
+    for (let i = 0; i < flat.length; i += 2) pipeline.hgetall(this.queue.keys.repeat(flat[i]!));
     const rows = ((await pipeline.exec()) ?? []).map(([err, row]) => {
       if (err) throw err;
       return row as Record<string, string>;

@@ -19,8 +19,8 @@ import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
+import type { QueueWire } from '../wire/queue-wire.js';
 import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
-import type { RecurrenceHost } from './repeat.js';
 
 /** Options of the jobs a scheduler makes (as in EnqueueOptions, without an id). */
 export interface SchedulerJobOptions {
@@ -197,7 +197,7 @@ function view(id: string, score: string, row: Record<string, string>): Scheduler
 }
 
 export class JobSchedulers {
-  constructor(private readonly queue: RecurrenceHost) {}
+  constructor(private readonly queue: QueueWire) {}
 
   /**
    * Creates or changes the scheduler `id`. Re-upserting the same repeat options keeps the
@@ -269,8 +269,7 @@ export class JobSchedulers {
     const flat = await c.zrange(this.queue.keys.key('schedulers'), start, end, 'WITHSCORES');
     if (flat.length === 0) return [];
     const pipeline = c.pipeline();
-    for (let i = 0; i < flat.length; i += 2)
-      pipeline.hgetall(`${this.queue.keys.prefix}scheduler:${flat[i]}`);
+    for (let i = 0; i < flat.length; i += 2) pipeline.hgetall(this.queue.keys.scheduler(flat[i]!));
     const rows = ((await pipeline.exec()) ?? []).map(([err, row]) => {
       if (err) throw err;
       return row as Record<string, string>;
@@ -378,7 +377,7 @@ export class JobSchedulers {
       data: encodeJson(
         template.data === undefined ? {} : template.data,
         'job data',
-        this.queue.maxPayloadBytes,
+        this.queue.limits.maxPayloadBytes,
       ),
       prio: String(wholeNumber(opts.priority ?? 0, 'priority', 0, PRIORITY_MAX)),
       group: opts.group ?? '',

@@ -6,6 +6,9 @@ import { assertName } from '../core/check.js';
 /** The protocol version stamped into `emq:{<queue>}:meta` (field `version`). */
 export const PROTOCOL_VERSION = '1';
 
+/** The registry of queue names (a set outside every queue's hash tag), so tools list queues without SCAN. */
+export const QUEUES_KEY = 'emq:queues';
+
 /** Key names a script's contract may list; `job` is the row of the job the call is about. */
 export type KeyName =
   | 'job'
@@ -44,5 +47,30 @@ export class Keyspace {
 
   lane(group: string): string {
     return `${this.prefix}g:${group}:pending`;
+  }
+
+  /** The job's log lines (ctx.log), deleted with its row. */
+  logs(id: string): string {
+    return `${this.job(id)}:logs`;
+  }
+
+  /** A flow parent's children's results (child id -> encoded result). */
+  results(id: string): string {
+    return `${this.job(id)}:results`;
+  }
+
+  /** A flow parent's children that failed under onChildFailure 'ignore' (child id -> error). */
+  failures(id: string): string {
+    return `${this.job(id)}:failures`;
+  }
+
+  /** A repeat registration's record (period, template, missed-run policy). */
+  repeat(name: string): string {
+    return `${this.prefix}repeat:${name}`;
+  }
+
+  /** A job scheduler's record (repeat options, template, current occurrence). */
+  scheduler(id: string): string {
+    return `${this.prefix}scheduler:${id}`;
   }
 }

@@ -1,9 +1,8 @@
 // The native module (module/, SPEC.md "The native module"): on a redis-server that loaded it,
 // the two sweeps run as server commands instead of scripts, with the script's KEYS and ARGV
 // and the same effects and replies. Detected once at connect with COMMAND INFO.
-import { Cluster } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { EchoMQError } from '../core/errors.js';
-import type { RedisClient } from './connector.js';
 
 /** The scripts the module offers as commands, by script name. */
 export const NATIVE_COMMANDS = {
@@ -19,7 +18,7 @@ export type ModuleMode = 'auto' | 'off' | 'require';
 
 /** The script names to send as module commands (empty: scripts only). */
 export async function detectNativeCommands(
-  client: RedisClient,
+  client: Redis | Cluster,
   mode: ModuleMode,
 ): Promise<Map<string, string>> {
   const found = new Map<string, string>();

@@ -1,0 +1,146 @@
+// Admission: one job's options checked and encoded once, as the admission scripts take them
+// (enqueue's 9- or 13-field tuple, schedule's fields, flow_add's tuple; a scheduler's template
+// uses the same priority, group, attempts and backoff rules). Every message here is checked word
+// for word by the tests.
+import { Backoff } from '../core/backoff.js';
+import { assertName, knownKeys, PRIORITY_MAX, wholeNumber } from '../core/check.js';
+import { encodeJson } from '../core/codec.js';
+import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import { assertJobId, mintJobId } from '../core/ids.js';
+import type { DedupeOptions, EnqueueOptions, Retain } from '../core/types.js';
+import type { QueueLimits } from './queue-wire.js';
+
+/** The keys of a retention bound: a job's removeOnComplete/removeOnFail and configure's retention. */
+export const RETAIN_KEYS: ReadonlySet<string> = new Set(['count', 'ageMs']);
+
+const KNOWN_OPTIONS = new Set([
+  'id',
+  'name',
+  'priority',
+  'group',
+  'attempts',
+  'backoff',
+  'dedupe',
+  'removeOnComplete',
+  'removeOnFail',
+  'tags',
+  'lifo',
+]);
+const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
+const MAX_TAGS = 10;
+const BAD_TAG = /[\s,\p{Cc}]/u;
+
+/** One job as the admission scripts take it (enqueue's tuple; schedule and flow_add take these fields). */
+export interface Admission {
+  id: string;
+  payload: string;
+  priority: string;
+  group: string;
+  name: string;
+  max: string;
+  backoff: string;
+  /** '' or the dedupe key, and its spec: 'throttle' | 'debounce', with ':<ttl_ms>' when given. */
+  dedupeKey: string;
+  dedupeSpec: string;
+  /** The job's own retention ('' = the queue's), its tags joined by ',' ('' = none), lifo '1'/''. */
+  retainCompleted: string;
+  retainDead: string;
+  tags: string;
+  lifo: string;
+}
+
+/** Validates and encodes one job for the admission scripts (enqueue, schedule, flow_add). */
+export function encodeJob(
+  data: unknown,
+  options: EnqueueOptions | undefined,
+  limits: QueueLimits,
+): Admission {
+  const opts = optionsObject(options, 'enqueue options');
+  knownKeys(opts, KNOWN_OPTIONS, 'enqueue option');
+  const id = opts.id ?? mintJobId();
+  assertJobId(id);
+  if (opts.group !== undefined) assertName('group', opts.group);
+  if (opts.name !== undefined && (typeof opts.name !== 'string' || opts.name.length > 200)) {
+    throw new EchoMQError('EMQINPUT', 'name must be a string of at most 200 characters');
+  }
+  return {
+    id,
+    payload: encodeJson(data, 'job data', limits.maxPayloadBytes),
+    priority: String(wholeNumber(opts.priority ?? 0, 'priority', 0, PRIORITY_MAX)),
+    group: opts.group ?? '',
+    name: opts.name ?? '',
+    max: String(wholeNumber(opts.attempts ?? limits.defaultAttempts, 'attempts', 1, 1_000_000)),
+    backoff: opts.backoff === undefined ? '' : JSON.stringify(Backoff.validate(opts.backoff)),
+    ...dedupeFields(opts.dedupe),
+    retainCompleted: retainSpec(opts.removeOnComplete, 'removeOnComplete'),
+    retainDead: retainSpec(opts.removeOnFail, 'removeOnFail'),
+    tags: tagList(opts.tags),
+    lifo: lifoFlag(opts.lifo),
+  };
+}
+
+/** True when a job needs enqueue's 13-field tuple (its own retention, tags or lifo). */
+export function extended(j: Admission): boolean {
+  return j.retainCompleted !== '' || j.retainDead !== '' || j.tags !== '' || j.lifo !== '';
+}
+
+/** A job's own retention as the row keeps it: '<count>:<age_ms>' (-1 = no bound), '' for none. */
+function retainSpec(value: Retain | undefined, what: string): string {
+  if (value === undefined || value === false) return '';
+  if (value === true) return '0:-1';
+  if (typeof value === 'number') return `${wholeNumber(value, what, 0)}:-1`;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new EchoMQError('EMQINPUT', `${what} must be true, a count, or { count, ageMs }`);
+  }
+  knownKeys(value, RETAIN_KEYS, `${what} option`);
+  if (value.count === undefined && value.ageMs === undefined) {
+    throw new EchoMQError('EMQINPUT', `${what} needs count, ageMs or both`);
+  }
+  const count = value.count === undefined ? -1 : wholeNumber(value.count, `${what}.count`, 0);
+  const age = value.ageMs === undefined ? -1 : wholeNumber(value.ageMs, `${what}.ageMs`, 0);
+  return `${count}:${age}`;
+}
+
+function lifoFlag(lifo: unknown): string {
+  if (lifo === undefined || lifo === false) return '';
+  if (lifo === true) return '1';
+  throw new EchoMQError('EMQINPUT', `lifo must be true or false, got ${showValue(lifo)}`);
+}
+
+function tagList(tags: unknown): string {
+  if (tags === undefined) return '';
+  if (!Array.isArray(tags) || tags.length > MAX_TAGS) {
+    throw new EchoMQError('EMQINPUT', `tags must be an array of at most ${MAX_TAGS} strings`);
+  }
+  for (const t of tags) {
+    if (typeof t !== 'string' || t.length === 0 || t.length > 64 || BAD_TAG.test(t)) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `a tag must be 1-64 characters without spaces, commas or control characters, got ${showValue(t)}`,
+      );
+    }
+  }
+  return [...new Set(tags as string[])].join(',');
+}
+
+function dedupeFields(d: DedupeOptions | undefined): { dedupeKey: string; dedupeSpec: string } {
+  if (d === undefined) return { dedupeKey: '', dedupeSpec: '' };
+  if (typeof d !== 'object' || d === null) {
+    throw new EchoMQError(
+      'EMQINPUT',
+      "dedupe must be an object { key, mode: 'throttle' | 'debounce', ttlMs? }",
+    );
+  }
+  knownKeys(d, DEDUPE_OPTIONS, 'dedupe option');
+  if (typeof d.key !== 'string' || d.key.length === 0 || d.key.length > 200) {
+    throw new EchoMQError('EMQINPUT', 'dedupe.key must be a string of 1-200 characters');
+  }
+  if (d.mode !== 'throttle' && d.mode !== 'debounce') {
+    throw new EchoMQError(
+      'EMQINPUT',
+      `dedupe.mode must be 'throttle' or 'debounce', got ${showValue(d.mode)}`,
+    );
+  }
+  const ttl = d.ttlMs === undefined ? '' : `:${wholeNumber(d.ttlMs, 'dedupe.ttlMs', 1)}`;
+  return { dedupeKey: d.key, dedupeSpec: d.mode + ttl };
+}

@@ -1,0 +1,88 @@
+// QueueWire: one queue as the wire sees it (its name, keys, connection and limits) and the one
+// way to run a protocol script on it. Every runtime room (consumer, events, lanes, recurring,
+// flows, control, logs, sweep) receives this, not the Queue facade that owns it, so none of them
+// imports the facade and the facade's import circles cannot come back.
+//
+// `run` builds KEYS from the script's contract header, stamps the protocol version once per
+// queue (hello) and adds the queue to the registry of names before its first call.
+import { wholeNumber } from '../core/check.js';
+import type { Connector } from './connector.js';
+import { durabilityOf, type Replication } from './durability.js';
+import { Keyspace, PROTOCOL_VERSION, QUEUES_KEY } from './keyspace.js';
+import { type Script, type ScriptName, script } from './scripts.js';
+
+/** The queue options a job is checked against (QueueOptions, defaults applied). */
+export interface QueueLimits {
+  /** Attempts of a job that names none. */
+  readonly defaultAttempts: number;
+  /** The largest encoded job data, result or progress, in bytes. */
+  readonly maxPayloadBytes: number;
+}
+
+/** The limits of `QueueOptions`, validated, with their defaults. */
+export function queueLimits(opts: { defaultAttempts?: number; maxPayloadBytes?: number }): QueueLimits {
+  return {
+    defaultAttempts: wholeNumber(opts.defaultAttempts ?? 3, 'defaultAttempts', 1),
+    maxPayloadBytes: wholeNumber(opts.maxPayloadBytes ?? 512 * 1024, 'maxPayloadBytes', 1),
+  };
+}
+
+export class QueueWire {
+  readonly keys: Keyspace;
+  private hello: Promise<unknown> | undefined;
+  private helloDone = false;
+  /** KEYS per script for calls about no particular job: built once, not per call. */
+  private readonly keyCache = new Map<string, string[]>();
+
+  constructor(
+    readonly connector: Connector,
+    readonly name: string,
+    readonly limits: QueueLimits,
+  ) {
+    this.keys = new Keyspace(name);
+  }
+
+  /** Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key. */
+  async run(
+    name: ScriptName,
+    argv: readonly (string | number)[],
+    jobId?: string,
+    durability?: Replication,
+  ): Promise<unknown> {
+    this.connector.assertOpen();
+    if (!this.hello) {
+      const hello = script('hello');
+      // The registry of queue names lets tools list queues without scanning the keyspace.
+      void this.connector.client.sadd(QUEUES_KEY, this.name).catch(() => {});
+      this.hello = this.connector.run(hello, [this.keys.key('meta')], [PROTOCOL_VERSION]).catch((err) => {
+        this.hello = undefined;
+        throw err;
+      });
+    }
+    if (!this.helloDone) {
+      await this.hello;
+      this.helloDone = true;
+    }
+    const s: Script = script(name);
+    let keys = jobId === undefined ? this.keyCache.get(name) : undefined;
+    if (!keys) {
+      keys = s.keys.map((k) => this.keys.key(k, jobId));
+      if (jobId === undefined) this.keyCache.set(name, keys);
+    }
+    return this.connector.run(s, keys, argv, durability);
+  }
+
+  /** The queue's keys are gone (obliterate): the next call stamps the version again. */
+  forgetHello(): void {
+    this.hello = undefined;
+    this.helloDone = false;
+  }
+
+  /** A call's `durability` option, the connection's default when absent. */
+  durabilityFor(value: unknown, where: string): Replication | undefined {
+    if (value === undefined) return this.connector.durability;
+    const d = durabilityOf(value, where);
+    if (d) this.connector.requireReplicas();
+    return d;
+  }
+}
