@@ -24,6 +24,8 @@ export interface QueueSummary {
   lanes: number;
   /** See QueueStats.oldestWaitingMs. */
   oldestWaitingMs: number | null;
+  /** See QueueStats.kept. */
+  kept: { completed: number; dead: number };
 }
 
 export interface MinuteRate {
@@ -80,10 +82,19 @@ export interface QueueStats {
   /** The same per lane, for the lanes that hold waiting jobs. */
   lanesOldestWaitingMs: Record<string, number>;
   paused: boolean;
+  /**
+   * The queue's retention counts (meta keep_completed, keep_dead; SPEC 6): a count at its cap
+   * means older ended jobs were deleted, not that no more ended.
+   */
+  kept: { completed: number; dead: number };
   lanes: LaneInfo[];
   rates: QueueRates;
   consumers: ConsumerInfo[];
 }
+
+/** The retention counts a queue has without configure (SPEC 6, meta keep_completed, keep_dead). */
+const KEPT_COMPLETED = 1000;
+const KEPT_DEAD = 10_000;
 
 /** With a tag filter, the most jobs of one state read to find matches, and the read size. */
 export const TAG_SCAN_MAX = 10_000;
@@ -205,6 +216,27 @@ export class Inspector {
     return (await this.client.smembers(QUEUES_KEY)).sort();
   }
 
+  /** The queues of `among` (default: every registered one) holding a job with this id, sorted. */
+  async locate(id: string, among?: readonly string[]): Promise<string[]> {
+    if (!isJobId(id)) return [];
+    const names: string[] = [];
+    const pipeline = this.client.pipeline();
+    for (const name of among ?? (await this.names())) {
+      try {
+        pipeline.exists(this.queue(name).keys.job(id));
+        names.push(name);
+      } catch {
+        // not a valid queue name: someone else's member of the registry
+      }
+    }
+    const replies = names.length === 0 ? [] : ((await pipeline.exec()) ?? []);
+    return names.filter((_, i) => {
+      const [err, n] = replies[i]!;
+      if (err) throw err;
+      return n === 1;
+    });
+  }
+
   /** Every registered queue with its counts, by name. */
   async queues(): Promise<QueueSummary[]> {
     const names = await this.names();
@@ -216,13 +248,14 @@ export class Inspector {
         } catch {
           return null; // not a valid queue name: someone else's member of the set
         }
-        const [counts, paused, lanes, waiting] = await Promise.all([
+        const [counts, paused, lanes, waiting, kept] = await Promise.all([
           q.counts(),
           q.isPaused(),
           this.client.scard(q.keys.key('lanes')),
           this.oldestWaiting(q),
+          this.kept(q),
         ]);
-        return { name, counts, paused, lanes, oldestWaitingMs: waiting.oldestMs };
+        return { name, counts, paused, lanes, oldestWaitingMs: waiting.oldestMs, kept };
       }),
     );
     return out.filter((s): s is QueueSummary => s !== null);
@@ -231,7 +264,7 @@ export class Inspector {
   /** One queue's counts, lanes, completion and failure rates of the last hour, and consumers. */
   async stats(queue: string): Promise<QueueStats> {
     const q = this.queue(queue);
-    const [counts, paused, lanes, rates, consumers, expiredLeases, waiting] = await Promise.all([
+    const [counts, paused, lanes, rates, consumers, expiredLeases, waiting, kept] = await Promise.all([
       q.counts(),
       q.isPaused(),
       q.lanes.list(),
@@ -239,11 +272,13 @@ export class Inspector {
       this.consumers(queue),
       this.now().then((now) => this.client.zcount(q.keys.key('active'), '-inf', `(${now}`)),
       this.oldestWaiting(q),
+      this.kept(q),
     ]);
     return {
       name: queue,
       counts,
       paused,
+      kept,
       lanes,
       rates,
       consumers,
@@ -251,6 +286,12 @@ export class Inspector {
       oldestWaitingMs: waiting.oldestMs,
       lanesOldestWaitingMs: waiting.lanes,
     };
+  }
+
+  /** The queue's retention counts (QueueStats.kept). */
+  private async kept(q: Queue): Promise<{ completed: number; dead: number }> {
+    const [completed, dead] = await this.client.hmget(q.keys.key('meta'), 'keep_completed', 'keep_dead');
+    return { completed: Number(completed ?? KEPT_COMPLETED), dead: Number(dead ?? KEPT_DEAD) };
   }
 
   /**
@@ -383,21 +424,32 @@ export class Inspector {
   }
 
   /**
-   * Jobs in `state` (and lane) whose name is `name` and whose data or error message contains
-   * `grep` (case-insensitive), reading at most `scan` jobs (default 10,000, at most 100,000) in
+   * Jobs in `state` (and lane) whose name is `name`, that carry `tag`, whose error message
+   * contains `error` (as retryAll's error filter matches: case-sensitive), and whose data or error
+   * message contains `grep` (case-insensitive), reading at most `scan` jobs (default 10,000, at most 100,000) in
    * the order jobs() lists them; up to `limit` (default 50) are returned. A bounded search:
    * `scanned` says how far it read of `total`.
    */
   async find(
     queue: string,
     state: JobState,
-    filter: { name?: string; grep?: string; group?: string; limit?: number; scan?: number },
+    filter: {
+      name?: string;
+      grep?: string;
+      tag?: string;
+      error?: string;
+      group?: string;
+      limit?: number;
+      scan?: number;
+    },
   ): Promise<{ total: number; scanned: number; jobs: ListedJob[] }> {
     const limit = wholeNumber(filter.limit ?? 50, 'limit', 1, MAX_LIMIT);
     const scan = wholeNumber(filter.scan ?? 10_000, 'scan', 1, 100_000);
     const needle = filter.grep?.toLowerCase();
     const matches = (j: JobView): boolean =>
       (filter.name === undefined || j.name === filter.name) &&
+      (filter.tag === undefined || (j.tags ?? []).includes(filter.tag)) &&
+      (filter.error === undefined || (j.error?.message ?? '').includes(filter.error)) &&
       (needle === undefined ||
         (JSON.stringify(j.data) ?? '').toLowerCase().includes(needle) ||
         (j.error?.message ?? '').toLowerCase().includes(needle) ||

@@ -109,6 +109,7 @@ describe('queues', () => {
       paused: false,
       lanes: 2,
       oldestWaitingMs: expect.any(Number),
+      kept: { completed: 1000, dead: 10_000 }, // the retention defaults (SPEC 6)
     });
     expect(all.find((s) => s.name === other.name)).toMatchObject({ paused: true, lanes: 0 });
     expect(all.map((s) => s.name)).toEqual([...all.map((s) => s.name)].sort());

@@ -105,7 +105,16 @@ export function registerReads(program: Command): void {
     .option('--lane <lane>', 'the same as --group')
     .option('--name <name>', 'only jobs of this name')
     .option('--grep <text>', 'only jobs whose data or error contains this text (case-insensitive)')
-    .option('--scan <n>', 'with --name or --grep: jobs read at most (1-100000)', wholeArg(1, 100_000), 10_000)
+    .option(
+      '--error <text>',
+      "only jobs whose error contains this text (case-sensitive, as retryAll's error)",
+    )
+    .option(
+      '--scan <n>',
+      'with --name, --grep or --error: jobs read at most (1-100000)',
+      wholeArg(1, 100_000),
+      10_000,
+    )
     .action(
       async (
         queue: string,
@@ -118,18 +127,21 @@ export function registerReads(program: Command): void {
           lane?: string;
           name?: string;
           grep?: string;
+          error?: string;
           scan: number;
         },
         cmd: Command,
       ) => {
         const g = globals(cmd);
         opts.group ??= opts.lane;
-        if (opts.name !== undefined || opts.grep !== undefined) return findJobs(g, queue, opts);
         if (opts.group !== undefined && opts.state !== 'pending') {
           throw new CliError(
             EXIT.usage,
             '--group applies to --state pending only (a lane holds waiting jobs)',
           );
+        }
+        if (opts.name !== undefined || opts.grep !== undefined || opts.error !== undefined) {
+          return findJobs(g, queue, opts);
         }
         await withSession(g, async (s) => {
           await requireQueue(s, queue);
@@ -254,7 +266,7 @@ export function registerReads(program: Command): void {
 }
 
 /**
- * `jobs --name/--grep`: reads the state's jobs page by page (at most `scan` of them) and keeps
+ * `jobs --name/--grep/--error` (with --tag and --lane too): reads the state's jobs page by page (at most `scan` of them) and keeps
  * the matching ones, up to `limit`; says how many it read, so a bounded search is never
  * mistaken for "there are none".
  */
@@ -266,8 +278,10 @@ async function findJobs(
     limit: number;
     offset: number;
     group?: string;
+    tag?: string;
     name?: string;
     grep?: string;
+    error?: string;
     scan: number;
   },
 ): Promise<void> {
@@ -276,16 +290,23 @@ async function findJobs(
     const found = await s.inspector.find(queue, opts.state, {
       name: opts.name,
       grep: opts.grep,
+      tag: opts.tag,
+      error: opts.error,
       group: opts.group,
       limit: opts.limit,
       scan: opts.scan,
     });
     if (g.json) return printJson(found);
-    const what = [opts.name && `name ${opts.name}`, opts.grep && `containing ${JSON.stringify(opts.grep)}`]
+    const what = [
+      opts.name && `name ${opts.name}`,
+      opts.tag && `tag ${opts.tag}`,
+      opts.error && `error containing ${JSON.stringify(opts.error)}`,
+      opts.grep && `containing ${JSON.stringify(opts.grep)}`,
+    ]
       .filter(Boolean)
       .join(', ');
     write(
-      `${opts.state} jobs with ${what}: ${found.jobs.length} found in ${found.scanned} read of ${found.total}${found.scanned < found.total ? ` (--scan ${opts.scan} reached: raise it to read further)` : ''}`,
+      `${opts.state}${opts.group ? ` in lane ${opts.group}` : ''} jobs with ${what}: ${found.jobs.length} found in ${found.scanned} read of ${found.total}${found.scanned < found.total ? ` (--scan ${opts.scan} reached: raise it to read further)` : ''}`,
     );
     if (found.jobs.length > 0) write(jobsTable(opts.state, found.jobs));
   });

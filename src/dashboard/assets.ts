@@ -62,6 +62,22 @@ ol.timeline time { color: var(--muted); font-variant-numeric: tabular-nums; }
 .event { font-weight: 600; } .event-completed { color: var(--ok); } .event-failed, .event-retries_exhausted { color: var(--fail); }
 .fields { color: var(--muted); font-family: ui-monospace, monospace; font-size: 12px; }
 .error-message { color: var(--fail); }
+.chart .bar-cut { fill: var(--warn); }
+.badge.cap { color: var(--warn); border-color: var(--warn); margin-left: .2rem; }
+form.filters { display: flex; flex-wrap: wrap; gap: .4rem .8rem; align-items: end; margin: 0 0 .5rem; }
+form.filters label, form.find-id label { display: flex; flex-direction: column; font-size: 12px; color: var(--muted); }
+form.filters input, form.filters select, form.find-id input { font: inherit; font-size: 13px; padding: .2rem .4rem; border: 1px solid var(--line); border-radius: 5px; background: var(--card); color: var(--fg); min-width: 8rem; }
+form.filters .hint { flex-basis: 100%; margin: 0; font-size: 12px; color: var(--muted); }
+form.find-id { display: flex; gap: .4rem; align-items: end; margin: 0 0 .6rem; }
+.search-note { margin: .2rem 0 .5rem; color: var(--warn); }
+form.bulk { display: flex; gap: .4rem; align-items: center; margin: 0 0 .4rem; color: var(--muted); }
+.pick { width: 1.6rem; } .grid time { white-space: nowrap; } td.actions { white-space: nowrap; }
+td.preview { color: var(--muted); max-width: 18rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+#toasts { position: fixed; right: 1rem; bottom: 1rem; display: flex; flex-direction: column; gap: .4rem; z-index: 10; max-width: min(28rem, calc(100vw - 2rem)); }
+.toast { background: var(--card); border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 6px; padding: .5rem .7rem; box-shadow: 0 2px 8px rgba(0,0,0,.15); display: flex; flex-wrap: wrap; gap: .4rem; align-items: center; }
+.toast.ok { border-left-color: var(--ok); } .toast.fail { border-left-color: var(--fail); }
+.toast-text { flex: 1; } .toast progress { flex-basis: 100%; width: 100%; }
+.toast-close { border: 0; background: none; color: var(--muted); cursor: pointer; font-size: 16px; }
 [hidden] { display: none !important; }
 `;
 
@@ -100,6 +116,11 @@ export const DASHBOARD_JS = String.raw`(function () {
     if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
+  }
+  // "at cap N" beside an ended count: shown while the count has reached what retention keeps.
+  function caps(root, counts) {
+    var b = root.querySelectorAll('[data-cap]');
+    for (var i = 0; i < b.length; i++) b[i].hidden = (counts[b[i].getAttribute('data-cap')] || 0) < Number(b[i].getAttribute('data-kept'));
   }
   function setText(id, text) { var e = document.getElementById(id); if (e) e.textContent = text; }
   function throttle(fn, ms) {
@@ -182,6 +203,7 @@ export const DASHBOARD_JS = String.raw`(function () {
           if (!s) continue;
           var cells = rows[i].querySelectorAll('[data-count]');
           for (var j = 0; j < cells.length; j++) cells[j].textContent = String(s.counts[cells[j].getAttribute('data-state')] || 0);
+          caps(rows[i], s.counts);
           var badge = rows[i].querySelector('[data-paused]');
           if (badge) badge.hidden = !s.paused;
         }
@@ -202,22 +224,32 @@ export const DASHBOARD_JS = String.raw`(function () {
     var queue = body.getAttribute('data-queue');
     var state = body.getAttribute('data-state');
     var lane = body.getAttribute('data-lane');
-    var tag = body.getAttribute('data-tag');
     var offset = body.getAttribute('data-offset') || '0';
     var limit = body.getAttribute('data-limit') || '25';
     var self = body.getAttribute('data-self');
     var qbase = '/queues/' + enc(queue);
+    function timeEl(ms) {
+      if (!ms || ms <= 0) return document.createTextNode('\u2014');
+      return el('time', { datetime: new Date(ms).toISOString(), 'data-ms': String(ms) }, fmtTime(ms));
+    }
     function row(job) {
       var tr = el('tr', { 'data-job': job.id });
-      var td = el('td'); td.appendChild(el('a', { class: 'mono', href: base + qbase + '/jobs/' + enc(job.id) }, job.id)); tr.appendChild(td);
+      var td;
+      if (csrf) {
+        td = el('td', { class: 'pick' });
+        td.appendChild(el('input', { type: 'checkbox', name: 'id', value: job.id, form: 'bulk', 'aria-label': 'select ' + job.id }));
+        tr.appendChild(td);
+      }
+      td = el('td'); td.appendChild(el('a', { class: 'mono', href: base + qbase + '/jobs/' + enc(job.id) }, job.id)); tr.appendChild(td);
       tr.appendChild(el('td', null, job.name || ''));
       td = el('td'); td.appendChild(el('span', { class: 'state state-' + job.state }, job.state));
       if (job.leaseExpired) { td.appendChild(document.createTextNode(' ')); td.appendChild(el('span', { class: 'badge lease-expired' }, 'lease expired')); }
       tr.appendChild(td);
       tr.appendChild(el('td', { class: 'num' }, job.attempts + ' / ' + job.maxAttempts));
       tr.appendChild(el('td', null, job.group || ''));
-      tr.appendChild(el('td', null, fmtTime(job.createdAt)));
-      tr.appendChild(el('td', null, fmtTime(job.leaseUntil || job.finishedAt || job.startedAt || job.runAt)));
+      tr.appendChild(el('td', { class: 'preview mono', title: job.preview || '' }, job.preview || ''));
+      td = el('td'); td.appendChild(timeEl(job.createdAt)); tr.appendChild(td);
+      td = el('td'); td.appendChild(timeEl(job.leaseUntil || job.finishedAt || job.startedAt || job.runAt)); tr.appendChild(td);
       tr.appendChild(el('td', { class: 'err' }, job.error ? job.error.message : ''));
       td = el('td', { class: 'actions' });
       if (csrf) {
@@ -230,7 +262,8 @@ export const DASHBOARD_JS = String.raw`(function () {
       return tr;
     }
     var refresh = throttle(function () {
-      var qs = '?state=' + enc(state) + '&offset=' + enc(offset) + '&limit=' + enc(limit) + (lane ? '&lane=' + enc(lane) : '') + (tag ? '&tag=' + enc(tag) : '');
+      var qs = '?state=' + enc(state) + '&offset=' + enc(offset) + '&limit=' + enc(limit) + (lane ? '&lane=' + enc(lane) : '') +
+        ['tag', 'name', 'error', 'text'].map(function (k) { var v = body.getAttribute('data-' + k); return v ? '&' + k + '=' + enc(v) : ''; }).join('');
       Promise.all([api('/api/queues/' + enc(queue) + '/stats'), api('/api/queues/' + enc(queue) + '/jobs' + qs)])
         .then(function (r) {
           var stats = r[0], page = r[1];
@@ -254,7 +287,16 @@ export const DASHBOARD_JS = String.raw`(function () {
           var fr = document.querySelector('[data-stat="failureRate"]');
           if (fr) fr.textContent = (stats.rates.failureRate * 100).toFixed(1);
           var tbody = document.querySelector('#jobs tbody');
-          tbody.replaceChildren.apply(tbody, page.jobs.map(row));
+          var keep = {};
+          var boxes = tbody.querySelectorAll('input[name=id]:checked');
+          for (var b = 0; b < boxes.length; b++) keep[boxes[b].value] = true;
+          tbody.replaceChildren.apply(tbody, page.jobs.map(function (job) {
+            var tr = row(job);
+            var box = tr.querySelector('input[name=id]');
+            if (box && keep[job.id]) box.checked = true;
+            return tr;
+          }));
+          caps(document, stats.counts);
           var empty = document.getElementById('jobs-empty');
           if (empty) empty.hidden = page.jobs.length > 0;
           var from = page.total === 0 ? 0 : Number(offset) + 1;

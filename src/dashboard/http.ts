@@ -76,7 +76,13 @@ export async function readFields(req: IncomingMessage): Promise<Record<string, s
   const raw = await readBody(req);
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   const fields: Record<string, string> = {};
-  if (type === 'application/x-www-form-urlencoded') return Object.fromEntries(new URLSearchParams(raw));
+  if (type === 'application/x-www-form-urlencoded') {
+    // A repeated field (the checked boxes of a list, all named id) arrives as its values one a
+    // line: job ids hold no whitespace.
+    const params = new URLSearchParams(raw);
+    for (const k of new Set(params.keys())) fields[k] = params.getAll(k).join('\n');
+    return fields;
+  }
   if (type === 'application/json' && raw.trim() !== '') {
     let parsed: unknown;
     try {

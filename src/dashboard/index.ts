@@ -24,8 +24,10 @@ import { type EchoMQMetrics, registerMetrics } from '../telemetry/metrics.js';
 import type { Connector } from '../wire/connector.js';
 import { Guard, LOOPBACK_HOSTS, safeReturn } from './guard.js';
 import { HttpError, json, readFields, send, statusOf } from './http.js';
-import { errorPage, type PageContext } from './pages.js';
+import type { PageContext } from './markup.js';
+import { errorPage } from './pages.js';
 import { type Parts, runAction, type Site, serveRead } from './routes.js';
+import { Tasks } from './tasks.js';
 
 export interface DashboardOptions {
   /** The port startDashboard listens on. Default 3000; 0 picks a free port (see the returned url). */
@@ -91,6 +93,7 @@ export function dashboardHandler(opts: DashboardOptions = {}): DashboardHandler 
   let connector: Connector | undefined = opts.mq?.connector;
   const site: Site = {
     streams: new Set<ServerResponse>(),
+    tasks: new Tasks(),
     parts() {
       if (closed) return Promise.reject(new HttpError(503, 'the dashboard is closed'));
       connecting ??= (async () => {

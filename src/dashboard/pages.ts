@@ -2,148 +2,46 @@
 // a queue (names, ids, payloads, results, errors, event fields) passes through esc(): nothing
 // a job carries is ever markup. The page script (assets.ts) only updates text and attributes.
 
-import type { JobState, JobView } from '../core/types.js';
 import { JOB_STATES } from '../core/types.js';
 import {
   type JobDetail,
-  type ListedJob,
   type MinuteRate,
   type QueueStats,
   type QueueSummary,
   type SchedulersResult,
   STALE_BEATS,
 } from '../inspect.js';
-
-export interface PageContext {
-  /** The mount path links start with ('' at the root). */
-  base: string;
-  /** The CSRF token forms carry; null in read-only mode (no forms at all). */
-  csrf: string | null;
-}
-
-/** Which states each job action applies to (the server enforces them again through the verbs). */
-export const ACTION_STATES: Record<'promote' | 'retry' | 'cancel' | 'remove', readonly JobState[]> = {
-  promote: ['scheduled'],
-  retry: ['dead', 'cancelled', 'completed'],
-  cancel: ['scheduled', 'pending', 'active'],
-  remove: ['scheduled', 'pending', 'completed', 'dead', 'cancelled'],
-};
-
-const ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-};
-
-/** Escapes text for HTML content and quoted attribute values. */
-export function esc(value: unknown): string {
-  return String(value ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]!);
-}
-
-/** Server-clock epoch ms as `YYYY-MM-DD HH:MM:SSZ`, or an em dash. */
-export function fmtTime(ms: number | undefined | null): string {
-  if (ms === undefined || ms === null || !Number.isFinite(ms) || ms <= 0) return '—';
-  return new Date(ms)
-    .toISOString()
-    .replace('T', ' ')
-    .replace(/\.\d+Z$/, 'Z');
-}
-
-/** A value as indented JSON text (for a <pre>, escaped by the caller). */
-export function pretty(value: unknown): string {
-  if (value === undefined) return '';
-  if (typeof value === 'string') return value;
-  return JSON.stringify(value, null, 2) ?? String(value);
-}
-
-function href(
-  ctx: PageContext,
-  path: string,
-  query: Record<string, string | number | undefined> = {},
-): string {
-  const qs = new URLSearchParams();
-  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== '') qs.set(k, String(v));
-  const s = qs.toString();
-  return `${ctx.base}${path}${s ? `?${s}` : ''}`;
-}
-
-const q = encodeURIComponent;
-
-// ── layout ─────────────────────────────────────────────────────────────────────
-
-interface LayoutOptions {
-  title: string;
-  page: 'overview' | 'queue' | 'job' | 'schedulers' | 'error';
-  data?: Record<string, string | undefined>;
-  crumbs?: [string, string | null][];
-  body: string;
-}
-
-export function layout(ctx: PageContext, o: LayoutOptions): string {
-  const data = Object.entries({ page: o.page, ...o.data })
-    .filter(([, v]) => v !== undefined)
-    .map(([k, v]) => ` data-${k}="${esc(v)}"`)
-    .join('');
-  const crumbs = [['Queues', href(ctx, '/')] as [string, string | null], ...(o.crumbs ?? [])]
-    .map(([label, link]) =>
-      link ? `<a href="${esc(link)}">${esc(label)}</a>` : `<span>${esc(label)}</span>`,
-    )
-    .join('<span class="sep">/</span>');
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${esc(o.title)} · EchoMQ</title>
-<link rel="icon" href="data:,">
-<meta name="emq-base" content="${esc(ctx.base)}">
-${ctx.csrf ? `<meta name="csrf-token" content="${esc(ctx.csrf)}">` : ''}
-<link rel="stylesheet" href="${esc(href(ctx, '/assets/dashboard.css'))}">
-<script src="${esc(href(ctx, '/assets/dashboard.js'))}" defer></script>
-</head>
-<body${data}${ctx.csrf ? '' : ' data-read-only="1"'}>
-<header class="top"><a class="brand" href="${esc(href(ctx, '/'))}">EchoMQ</a><nav class="crumbs">${crumbs}</nav>
-<span id="live" class="live" title="live updates (server-sent events)">offline</span>${ctx.csrf ? '' : '<span class="badge">read-only</span>'}</header>
-<main>
-${o.body}
-</main>
-</body>
-</html>
-`;
-}
-
-function form(
-  ctx: PageContext,
-  action: string,
-  label: string,
-  ret: string,
-  opts: {
-    danger?: boolean;
-    states?: readonly string[];
-    hidden?: boolean;
-    confirm?: string;
-    fields?: Record<string, string>;
-  } = {},
-): string {
-  if (!ctx.csrf) return '';
-  const attrs = [
-    opts.states ? ` data-states="${esc(opts.states.join(' '))}"` : '',
-    opts.hidden ? ' hidden' : '',
-    opts.confirm ? ` data-confirm="${esc(opts.confirm)}"` : '',
-  ].join('');
-  const fields = Object.entries(opts.fields ?? {})
-    .map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`)
-    .join('');
-  return `<form class="action" method="post" action="${esc(action)}"${attrs}><input type="hidden" name="_csrf" value="${esc(ctx.csrf)}"><input type="hidden" name="return" value="${esc(ret)}">${fields}<button type="submit" class="btn${opts.danger ? ' danger' : ''}" data-action="${esc(label.toLowerCase().replace(/\s+/g, '-'))}">${esc(label)}</button></form>`;
-}
-
-function stateBadge(state: string, id?: string): string {
-  return `<span${id ? ` id="${id}"` : ''} class="state state-${esc(state)}">${esc(state)}</span>`;
-}
+import { jobsSection, listHref } from './job-list.js';
+import {
+  ACTION_STATES,
+  capBadge,
+  esc,
+  fmtTime,
+  form,
+  href,
+  layout,
+  type PageContext,
+  pretty,
+  q,
+  stateBadge,
+} from './markup.js';
+import type { JobListing } from './search.js';
 
 // ── the throughput chart ──────────────────────────────────────────────────────
+
+/**
+ * The chart's top: the busiest minute, unless one burst would flatten the others. With two or
+ * more busy minutes the scale is capped at 3 × the 90th percentile of the busy (non-zero)
+ * minutes; a taller bar is cut at the top and marked, its real figure in its tooltip.
+ */
+export function chartScale(totals: readonly number[]): { max: number; peak: number; capped: number } {
+  const busy = totals.filter((t) => t > 0).sort((a, b) => a - b);
+  const peak = busy[busy.length - 1] ?? 0;
+  if (busy.length < 2) return { max: Math.max(1, peak), peak, capped: 0 };
+  const cap = Math.max(1, 3 * busy[Math.floor(0.9 * (busy.length - 1))]!);
+  if (peak <= cap) return { max: Math.max(1, peak), peak, capped: 0 };
+  return { max: cap, peak, capped: busy.filter((t) => t > cap).length };
+}
 
 /** Completed and failed per minute as stacked bars, in an inline SVG (no script, no styles). */
 export function throughputSvg(perMinute: readonly MinuteRate[], label: string): string {
@@ -152,23 +50,33 @@ export function throughputSvg(perMinute: readonly MinuteRate[], label: string): 
   const top = 14;
   const bottom = 18;
   const n = Math.max(perMinute.length, 1);
-  const max = Math.max(1, ...perMinute.map((m) => m.completed + m.failed));
+  const { max, peak, capped } = chartScale(perMinute.map((m) => m.completed + m.failed));
   const scale = (h - top - bottom) / max;
   const bw = w / n;
   const bars = perMinute
     .map((m, i) => {
       const x = (i * bw).toFixed(1);
-      const okH = m.completed * scale;
-      const failH = m.failed * scale;
       const y0 = h - bottom;
+      const cut = m.completed + m.failed > max;
+      // A cut bar keeps its failed share at the top, so a failing burst still shows red.
+      const total = Math.min(m.completed + m.failed, max) * scale;
+      const failH = cut ? (total * m.failed) / (m.completed + m.failed) : m.failed * scale;
+      const okH = total - failH;
       const time = fmtTime(m.minute).slice(11, 16);
-      return `<g><title>${esc(`${time}: ${m.completed} completed, ${m.failed} failed`)}</title><rect class="bar-ok" x="${x}" y="${(y0 - okH).toFixed(1)}" width="${Math.max(bw - 1, 1).toFixed(1)}" height="${okH.toFixed(1)}"/><rect class="bar-fail" x="${x}" y="${(y0 - okH - failH).toFixed(1)}" width="${Math.max(bw - 1, 1).toFixed(1)}" height="${failH.toFixed(1)}"/></g>`;
+      const width = Math.max(bw - 1, 1).toFixed(1);
+      const mark = cut
+        ? `<rect class="bar-cut" x="${x}" y="${(y0 - total - 4).toFixed(1)}" width="${width}" height="3"/>`
+        : '';
+      return `<g${cut ? ' data-cut="1"' : ''}><title>${esc(`${time}: ${m.completed} completed, ${m.failed} failed${cut ? ' (cut at the top of the scale)' : ''}`)}</title><rect class="bar-ok" x="${x}" y="${(y0 - okH).toFixed(1)}" width="${width}" height="${okH.toFixed(1)}"/><rect class="bar-fail" x="${x}" y="${(y0 - okH - failH).toFixed(1)}" width="${width}" height="${failH.toFixed(1)}"/>${mark}</g>`;
     })
     .join('');
   const first = perMinute[0] ? fmtTime(perMinute[0].minute).slice(11, 16) : '';
   const total = perMinute.reduce((a, m) => a + m.completed, 0);
   const failed = perMinute.reduce((a, m) => a + m.failed, 0);
-  return `<svg class="chart" viewBox="0 0 ${w} ${h}" role="img" aria-label="${esc(`${label}: ${total} completed, ${failed} failed in the last hour`)}" xmlns="http://www.w3.org/2000/svg"><line class="axis" x1="0" y1="${h - bottom}" x2="${w}" y2="${h - bottom}"/><text class="tick" x="2" y="10">${max}/min</text>${bars}<text class="tick" x="2" y="${h - 4}">${esc(first)}</text><text class="tick" x="${w - 2}" y="${h - 4}" text-anchor="end">now</text></svg>`;
+  const tick = capped
+    ? `${max}/min scale: 3 × the 90th percentile minute; ${capped} taller bar${capped === 1 ? '' : 's'} cut (peak ${peak}/min)`
+    : `${max}/min`;
+  return `<svg class="chart" viewBox="0 0 ${w} ${h}" role="img" aria-label="${esc(`${label}: ${total} completed, ${failed} failed in the last hour`)}" xmlns="http://www.w3.org/2000/svg"><line class="axis" x1="0" y1="${h - bottom}" x2="${w}" y2="${h - bottom}"/><text class="tick" x="2" y="10"${capped ? ' data-capped="1"' : ''}>${esc(tick)}</text>${bars}<text class="tick" x="2" y="${h - 4}">${esc(first)}</text><text class="tick" x="${w - 2}" y="${h - 4}" text-anchor="end">now</text></svg>`;
 }
 
 /** Sums the per-minute rates of several queues, minute by minute. */
@@ -193,7 +101,7 @@ export function overviewPage(ctx: PageContext, queues: readonly QueueSummary[], 
     .map((s) => {
       const cells = JOB_STATES.map(
         (st) =>
-          `<td class="num"><a data-count data-state="${esc(st)}" href="${esc(href(ctx, `/queues/${q(s.name)}`, { state: st }))}">${s.counts[st] ?? 0}</a></td>`,
+          `<td class="num"><a data-count data-state="${esc(st)}" href="${esc(href(ctx, `/queues/${q(s.name)}`, { state: st }))}">${s.counts[st] ?? 0}</a>${capBadge(st, s.counts[st] ?? 0, s.kept)}</td>`,
       ).join('');
       return `<tr data-queue="${esc(s.name)}"><td><a class="qname" href="${esc(href(ctx, `/queues/${q(s.name)}`))}">${esc(s.name)}</a> <span class="badge paused" data-paused${s.paused ? '' : ' hidden'}>paused</span></td>${cells}<td class="num">${s.lanes}</td><td><a href="${esc(href(ctx, `/queues/${q(s.name)}`, { state: 'dead' }))}">dead letters</a> · <a href="${esc(href(ctx, `/queues/${q(s.name)}/schedulers`))}">schedulers</a></td></tr>`;
     })
@@ -214,46 +122,15 @@ export function overviewPage(ctx: PageContext, queues: readonly QueueSummary[], 
 
 // ── one queue ─────────────────────────────────────────────────────────────────
 
-export interface QueuePageView {
-  stats: QueueStats;
-  state: JobState;
-  lane: string | undefined;
-  /** Only jobs with this tag (?tag=). */
-  tag?: string | undefined;
-  offset: number;
-  limit: number;
-  total: number;
-  jobs: readonly JobView[];
-}
-
-/** The columns of the jobs table; the page script builds rows with the same cells. */
-export function jobRow(ctx: PageContext, queue: string, job: JobView, ret: string): string {
-  const base = `/queues/${q(queue)}/jobs/${q(job.id)}`;
-  const when = (job as ListedJob).leaseUntil ?? job.finishedAt ?? job.startedAt ?? job.runAt;
-  const actions = (['promote', 'retry', 'cancel', 'remove'] as const)
-    .filter((a) => ACTION_STATES[a].includes(job.state))
-    .map((a) =>
-      form(ctx, href(ctx, `${base}/${a}`), a[0]!.toUpperCase() + a.slice(1), ret, { danger: a === 'remove' }),
-    )
-    .join('');
-  const lease = (job as ListedJob).leaseExpired
-    ? ' <span class="badge lease-expired">lease expired</span>'
-    : '';
-  return `<tr data-job="${esc(job.id)}"><td><a class="mono" href="${esc(href(ctx, base))}">${esc(job.id)}</a></td><td>${esc(job.name ?? '')}</td><td>${stateBadge(job.state)}${lease}</td><td class="num">${job.attempts} / ${job.maxAttempts}</td><td>${esc(job.group ?? '')}</td><td>${fmtTime(job.createdAt)}</td><td>${fmtTime(when)}</td><td class="err">${esc(job.error?.message ?? '')}</td><td class="actions">${actions}</td></tr>`;
-}
+export type QueuePageView = JobListing & { stats: QueueStats };
 
 export function queuePage(ctx: PageContext, v: QueuePageView): string {
   const { stats } = v;
   const name = stats.name;
-  const self = href(ctx, `/queues/${q(name)}`, {
-    state: v.state,
-    lane: v.lane,
-    tag: v.tag,
-    offset: v.offset || undefined,
-  });
+  const self = listHref(ctx, name, v);
   const tabs = JOB_STATES.map((st) => {
     const active = st === v.state && v.lane === undefined;
-    return `<a class="tab${active ? ' active' : ''}" href="${esc(href(ctx, `/queues/${q(name)}`, { state: st }))}">${esc(st)} <span class="count" data-count data-state="${esc(st)}">${stats.counts[st] ?? 0}</span></a>`;
+    return `<a class="tab${active ? ' active' : ''}" href="${esc(href(ctx, `/queues/${q(name)}`, { state: st }))}">${esc(st)} <span class="count" data-count data-state="${esc(st)}">${stats.counts[st] ?? 0}</span>${capBadge(st, stats.counts[st] ?? 0, stats.kept)}</a>`;
   }).join('');
   const laneTabs = stats.lanes
     .map((l) => {
@@ -261,23 +138,6 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
       return `<a class="tab${active ? ' active' : ''}" href="${esc(href(ctx, `/queues/${q(name)}`, { state: 'pending', lane: l.group }))}">${esc(l.group)} <span class="count" data-lane-count="${esc(l.group)}">${l.pending}</span></a>`;
     })
     .join('');
-  const rows = v.jobs.map((j) => jobRow(ctx, name, j, self)).join('\n');
-  const from = v.total === 0 ? 0 : v.offset + 1;
-  const to = v.offset + v.jobs.length;
-  const prev =
-    v.offset > 0
-      ? `<a class="btn" rel="prev" href="${esc(href(ctx, `/queues/${q(name)}`, { state: v.state, lane: v.lane, tag: v.tag, offset: Math.max(0, v.offset - v.limit) || undefined }))}">← newer</a>`
-      : '';
-  const next =
-    to < v.total
-      ? `<a class="btn" rel="next" href="${esc(href(ctx, `/queues/${q(name)}`, { state: v.state, lane: v.lane, tag: v.tag, offset: v.offset + v.limit }))}">older →</a>`
-      : '';
-  const retryAll =
-    v.state === 'dead' && v.lane === undefined
-      ? form(ctx, href(ctx, `/queues/${q(name)}/retry-all`), 'Retry all', self, {
-          confirm: 'Retry every dead job of this queue?',
-        })
-      : '';
   const pause = stats.paused
     ? form(ctx, href(ctx, `/queues/${q(name)}/resume`), 'Resume', self)
     : form(ctx, href(ctx, `/queues/${q(name)}/pause`), 'Pause', self);
@@ -310,8 +170,6 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
         )}</div>`
       : '';
   const r = stats.rates;
-  const heading = `${v.lane === undefined ? v.state : `pending in lane ${v.lane}`}${v.tag ? ` tagged ${v.tag}` : ''}`;
-  const tagFilter = `<form class="tag-filter" method="get" action="${esc(href(ctx, `/queues/${q(name)}`))}"><input type="hidden" name="state" value="${esc(v.state)}">${v.lane ? `<input type="hidden" name="lane" value="${esc(v.lane)}">` : ''}<input name="tag" placeholder="tag" value="${esc(v.tag ?? '')}" aria-label="only jobs with this tag"><button class="btn" type="submit">Filter</button></form>`;
   return layout(ctx, {
     title: name,
     page: 'queue',
@@ -320,6 +178,9 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
       state: v.state,
       lane: v.lane,
       tag: v.tag,
+      name: v.name,
+      error: v.error,
+      text: v.text,
       offset: String(v.offset),
       limit: String(v.limit),
       self,
@@ -330,10 +191,7 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
 <section class="card"><h2>Throughput, last 60 minutes</h2><p class="stats"><span data-stat="completedLastHour">${r.completedLastHour}</span> completed · <span data-stat="failedLastHour">${r.failedLastHour}</span> failed attempts · failure rate <span data-stat="failureRate">${(r.failureRate * 100).toFixed(1)}</span>% · oldest waiting job: <span id="oldest-wait">${stats.oldestWaitingMs === null ? 'none waits' : `${Math.round(stats.oldestWaitingMs / 1000)} s`}</span></p><div class="chart-box" data-chart="${esc(name)}">${throughputSvg(r.perMinute, name)}</div></section>
 <nav class="tabs" aria-label="states">${tabs}</nav>
 ${laneTabs ? `<nav class="tabs lanes" aria-label="lanes"><span class="tabs-label">lanes:</span>${laneTabs}</nav>` : ''}
-<section class="card"><div class="toolbar"><h2>${esc(heading)}</h2>${tagFilter}${retryAll}</div>
-<table class="grid" id="jobs"><thead><tr><th>id</th><th>name</th><th>state</th><th class="num">attempts</th><th>lane</th><th>created</th><th>ran / ends</th><th>error</th><th></th></tr></thead><tbody>${rows}</tbody></table>
-${v.jobs.length === 0 ? '<p class="empty" id="jobs-empty">No jobs here.</p>' : ''}
-<div class="pager"><span id="jobs-range">${from}–${to} of ${v.total}</span>${prev}${next}</div></section>
+${jobsSection(ctx, stats, v, self)}
 <section class="card"><h2>Lanes</h2>${lanes}</section>
 <section class="card"><h2>Consumers</h2>${recover}${consumers}</section>`,
   });
@@ -448,6 +306,20 @@ export function schedulersPage(ctx: PageContext, queue: string, s: SchedulersRes
     body: `<h1>Schedulers and repeats of ${esc(queue)}</h1>
 <section class="card"><h2>Job schedulers</h2>${schedulers}</section>
 <section class="card"><h2>Repeats</h2>${repeats}</section>`,
+  });
+}
+
+/** The queues that hold a job of one id (ids are unique per queue, not across queues). */
+export function foundPage(ctx: PageContext, id: string, queues: readonly string[]): string {
+  const items = queues
+    .map(
+      (name) => `<li><a href="${esc(href(ctx, `/queues/${q(name)}/jobs/${q(id)}`))}">${esc(name)}</a></li>`,
+    )
+    .join('');
+  return layout(ctx, {
+    title: id,
+    page: 'found',
+    body: `<h1>Job <span class="mono">${esc(id)}</span></h1><p>${queues.length} queues hold a job with this id:</p><ul id="found">${items}</ul>`,
   });
 }
 

@@ -5,27 +5,29 @@
 // through the Queue's verbs. Guards (host, auth, CSRF) have run before anything here does.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import { JOB_STATES, type JobState } from '../core/types.js';
 import type { EchoMQ } from '../echomq.js';
 import type { EventHub } from '../events/hub.js';
 import type { Inspector } from '../inspect.js';
 import type { Queue } from '../queue.js';
 import type { EchoMQMetrics } from '../telemetry/metrics.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
+import { OPS_JS } from './assets-ops.js';
+import { bulkAction, cleanTask, drainTask, retryAllTask } from './bulk.js';
 import { SECURITY_HEADERS } from './guard.js';
 import { HttpError, html, json, send } from './http.js';
+import type { PageContext } from './markup.js';
 import {
+  foundPage,
   jobPage,
   overviewPage,
-  type PageContext,
   queuePage,
   schedulersPage,
   sumRates,
   throughputSvg,
 } from './pages.js';
+import { dataPreview, jobQuery, listJobs } from './search.js';
+import type { Tasks } from './tasks.js';
 
-const PAGE_SIZE = 25;
-const MAX_PAGE_SIZE = 200;
 const MAX_STREAMS = 100;
 const MAX_STREAM_QUEUES = 100;
 const CHART_QUEUES = 100;
@@ -47,6 +49,8 @@ export interface Site {
   parts(): Promise<Parts>;
   /** The open event streams: at most MAX_STREAMS, ended when the dashboard closes. */
   streams: Set<ServerResponse>;
+  /** The long actions this dashboard runs (retry all, clean, drain). */
+  tasks: Tasks;
 }
 
 /** A GET (or HEAD) request as its route sees it. */
@@ -67,7 +71,12 @@ type Read = (c: ReadCall & { params: Params; p: Parts; queue: string }) => Promi
 type OfflineRead = (c: ReadCall & { params: Params }) => Promise<void>;
 
 /** An action route's handler: a verb on a known queue, whose result is sent back. */
-type Action = (queue: Queue, params: Params, fields: Readonly<Record<string, string>>) => Promise<unknown>;
+type Action = (
+  queue: Queue,
+  params: Params,
+  fields: Readonly<Record<string, string>>,
+  site: Site,
+) => Promise<unknown>;
 
 interface Route<H> {
   readonly pattern: string;
@@ -103,6 +112,7 @@ export const OFFLINE: readonly Route<OfflineRead>[] = [
   route<OfflineRead>('/assets/:file', async ({ res, params }) => {
     if (params.file === 'dashboard.js') return send(res, 200, 'text/javascript; charset=utf-8', DASHBOARD_JS);
     if (params.file === 'dashboard.css') return send(res, 200, 'text/css; charset=utf-8', DASHBOARD_CSS);
+    if (params.file === 'ops.js') return send(res, 200, 'text/javascript; charset=utf-8', OPS_JS);
     throw new HttpError(404, 'no such asset');
   }),
 ];
@@ -138,10 +148,36 @@ export const READS: readonly Route<Read>[] = [
     json(c.res, await c.p.inspector.schedulers(c.queue)),
   ),
   route<Read>('/api/queues/:queue/jobs', async (c) => {
-    const v = await jobsPage(c.p, c.queue, c.query);
-    json(c.res, { total: v.total, jobs: v.jobs });
+    const v = await listJobs(c.p.inspector, c.queue, jobQuery(c.query));
+    json(c.res, {
+      total: v.total,
+      jobs: v.jobs.map((j) => ({ ...j, preview: dataPreview(j.data) })),
+      ...(v.search ? { search: v.search } : {}),
+    });
   }),
   route<Read>('/api/queues/:queue/jobs/:id', async (c) => json(c.res, await jobOf(c))),
+  route<Read>('/api/queues/:queue/tasks', async (c) => json(c.res, c.site.tasks.of(c.queue))),
+  route<Read>('/api/tasks/:task', async (c) => {
+    const task = c.site.tasks.get(c.params.task!);
+    if (!task) throw new HttpError(404, `no task ${c.params.task} (a task is kept 10 minutes after it ends)`);
+    json(c.res, task);
+  }),
+  // Open a job by id: in ?queue when given, else in whichever registered queue holds it.
+  route<Read>('/find', async (c) => {
+    const id = (c.query.get('id') ?? '').trim();
+    if (id === '') throw new HttpError(400, 'give the job id: /find?id=…');
+    const only = c.query.get('queue');
+    const holders = only
+      ? await c.p.inspector.locate(id, [await knownQueue(c.p, only)])
+      : await c.p.inspector.locate(id);
+    if (holders.length === 0) {
+      throw new HttpError(404, `no job ${id} in ${only ? `queue ${only}` : 'any queue'}`);
+    }
+    if (holders.length > 1) return html(c.res, foundPage(c.page, id, holders));
+    send(c.res, 303, 'text/plain; charset=utf-8', 'found', {
+      location: `${c.page.base}/queues/${encodeURIComponent(holders[0]!)}/jobs/${encodeURIComponent(id)}`,
+    });
+  }),
 ];
 
 /** Serves a GET of `path` by its route: 404 when none fits, or when its :queue does not exist. */
@@ -175,40 +211,11 @@ async function allRates(p: Parts, queues: readonly { name: string }[]) {
   return sumRates(stats.map((s) => s.rates.perMinute));
 }
 
-function wholeParam(value: string | null, what: string, fallback: number, max: number): number {
-  if (value === null || value === '') return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > max)
-    throw new HttpError(400, `${what} must be a whole number from 0 to ${max}`);
-  return n;
-}
-
-function stateParam(value: string | null, fallback: JobState): JobState {
-  if (value === null || value === '') return fallback;
-  if (!(JOB_STATES as readonly string[]).includes(value)) {
-    throw new HttpError(400, `state must be one of ${JOB_STATES.join(', ')}`);
-  }
-  return value as JobState;
-}
-
-/** A page of jobs as ?state, ?lane (pending only), ?tag, ?offset and ?limit ask. */
-async function jobsPage(p: Parts, name: string, query: URLSearchParams) {
-  const lane = query.get('lane') || undefined;
-  const tag = query.get('tag') || undefined;
-  const state = lane === undefined ? stateParam(query.get('state'), 'pending') : 'pending';
-  const offset = wholeParam(query.get('offset'), 'offset', 0, Number.MAX_SAFE_INTEGER);
-  const limit = Math.max(1, wholeParam(query.get('limit'), 'limit', PAGE_SIZE, MAX_PAGE_SIZE));
-  const page = await p.inspector.jobs(name, state, {
-    offset,
-    limit,
-    ...(lane === undefined ? {} : { group: lane }),
-    ...(tag === undefined ? {} : { tag }),
-  });
-  return { state, lane, tag, offset, limit, total: page.total, jobs: page.jobs };
-}
-
 async function queueView(c: { p: Parts; queue: string; query: URLSearchParams }) {
-  const [stats, v] = await Promise.all([c.p.inspector.stats(c.queue), jobsPage(c.p, c.queue, c.query)]);
+  const [stats, v] = await Promise.all([
+    c.p.inspector.stats(c.queue),
+    listJobs(c.p.inspector, c.queue, jobQuery(c.query)),
+  ]);
   return { stats, ...v };
 }
 
@@ -270,9 +277,16 @@ export const ACTIONS: readonly Route<Action>[] = [
     if (!(await q.remove(id!))) throw new HttpError(404, `no job ${id} in queue ${q.name}`);
     return true;
   }),
-  route<Action>('/queues/:queue/retry-all', (q, _params, fields) =>
-    q.retryAll({ state: fields.state === 'cancelled' ? 'cancelled' : 'dead' }),
-  ),
+  route<Action>('/queues/:queue/retry-all', async (q, _params, fields, site) => ({
+    task: retryAllTask(site.tasks, q, fields),
+  })),
+  route<Action>('/queues/:queue/bulk', (q, _params, fields) => bulkAction(q, fields)),
+  route<Action>('/queues/:queue/clean', async (q, _params, fields, site) => ({
+    task: cleanTask(site.tasks, q, fields),
+  })),
+  route<Action>('/queues/:queue/drain', async (q, _params, fields, site) => ({
+    task: drainTask(site.tasks, q, fields),
+  })),
   route<Action>('/queues/:queue/pause', (q) => q.pause()),
   route<Action>('/queues/:queue/recover', async (q) => (await q.reap(1000)).length),
   route<Action>('/queues/:queue/resume', (q) => q.resume()),
@@ -288,5 +302,5 @@ export async function runAction(
   if (!found) throw new HttpError(404, 'no such action');
   const p = await site.parts();
   const name = await knownQueue(p, found.params.queue);
-  return found.route.handle(p.mq.queue(name), found.params, fields);
+  return found.route.handle(p.mq.queue(name), found.params, fields, site);
 }

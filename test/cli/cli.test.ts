@@ -413,6 +413,39 @@ describe('retry, cancel, remove, pause, resume, clean, enqueue', CHILD_PROCESSES
     expect(tagged.stdout).toContain(vip.id);
   });
 
+  it('jobs --tag combines with --name, --grep, --error and --lane', async () => {
+    const q = newQueue();
+    const hit = await q.enqueue({ to: 'ada@example.com' }, { name: 'mail', tags: ['vip'], group: 'acme' });
+    await q.enqueue({ to: 'ada@example.com' }, { name: 'mail', group: 'acme' }); // no tag
+    await q.enqueue({ to: 'bob@example.com' }, { name: 'mail', tags: ['vip'], group: 'acme' }); // no ada
+    await q.enqueue({ to: 'ada@example.com' }, { name: 'sms', tags: ['vip'], group: 'acme' }); // other name
+    await q.enqueue({ to: 'ada@example.com' }, { name: 'mail', tags: ['vip'], group: 'other' }); // other lane
+    const found = await cli([
+      'jobs',
+      q.name,
+      '--tag',
+      'vip',
+      '--name',
+      'mail',
+      '--grep',
+      'ADA',
+      '--lane',
+      'acme',
+    ]);
+    expect(found.code).toBe(0);
+    expect(found.stdout).toContain(
+      'pending in lane acme jobs with name mail, tag vip, containing "ADA": 1 found in 4 read of 4',
+    );
+    expect(found.stdout).toContain(hit.id);
+    const json = JSON.parse((await cli(['--json', 'jobs', q.name, '--tag', 'vip', '--grep', 'ada'])).stdout);
+    expect(json.jobs.map((j: { name: string }) => j.name).sort()).toEqual(['mail', 'mail', 'sms']);
+    const laneTag = await cli(['jobs', q.name, '--tag', 'vip', '--lane', 'acme']);
+    expect(laneTag.stdout).toContain('pending in lane acme tagged vip: 1-3 of 3');
+    const noLane = await cli(['jobs', q.name, '--state', 'dead', '--lane', 'acme', '--name', 'mail']);
+    expect(noLane.code).toBe(1);
+    expect(noLane.stderr).toContain('--group applies to --state pending only');
+  });
+
   it('drain and obliterate ask first (refusing without --yes off a terminal), then empty the queue', async () => {
     const q = newQueue();
     await q.enqueueMany(Array.from({ length: 30 }, (_, i) => ({ data: i })));
