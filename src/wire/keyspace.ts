@@ -2,6 +2,7 @@
 // Redis Cluster hash tag, so one queue's keys share a slot (scripts may touch them all) and
 // many queues spread over a cluster's shards.
 import { assertName } from '../core/check.js';
+import type { JobState } from '../core/types.js';
 
 /** The protocol version stamped into `emq:{<queue>}:meta` (field `version`). */
 export const PROTOCOL_VERSION = '1';
@@ -39,6 +40,11 @@ export class Keyspace {
       return this.job(jobId);
     }
     return this.prefix + name;
+  }
+
+  /** The sorted set of a state's jobs (`scheduled` jobs wait in `schedule`; lanes hold more pending). */
+  stateSet(state: JobState): string {
+    return this.prefix + (state === 'scheduled' ? 'schedule' : state);
   }
 
   job(id: string): string {

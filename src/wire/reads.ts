@@ -2,19 +2,8 @@
 // They read keys the scripts write, so their shapes live here beside the verbs (src/wire/verbs),
 // and nothing above the wire builds a key or touches the client for them.
 import { jobView } from '../core/codec.js';
-import type { JobState, JobView } from '../core/types.js';
+import { JOB_STATES, type JobState, type JobView } from '../core/types.js';
 import type { QueueWire } from './queue-wire.js';
-
-/** The sets of the states, in the order counts() reads them. */
-const STATE_SETS = [
-  'schedule',
-  'pending',
-  'active',
-  'completed',
-  'dead',
-  'cancelled',
-  'waiting_children',
-] as const;
 
 /** The job's row as a view, or null when no job has that id. */
 export async function row<D, R>(w: QueueWire, id: string): Promise<JobView<D, R> | null> {
@@ -39,7 +28,7 @@ export async function counts(w: QueueWire): Promise<Record<JobState, number>> {
   const k = w.keys;
   const groups = await c.smembers(k.key('lanes'));
   const pipeline = c.pipeline();
-  for (const set of STATE_SETS) pipeline.zcard(k.key(set));
+  for (const state of JOB_STATES) pipeline.zcard(k.stateSet(state));
   for (const g of groups) pipeline.zcard(k.lane(g));
   const [scheduled, pending, active, completed, dead, cancelled, waitingChildren, ...lanes] =
     await replies<number>(pipeline);
