@@ -8,6 +8,7 @@ import { encodeJson } from './core/codec.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId } from './core/ids.js';
 import type { QueueWire } from './wire/queue-wire.js';
+import * as verbs from './wire/verbs/index.js';
 
 /** When a rescheduled job should run: `at` an epoch ms instant, or `in` ms from now (server clock). */
 export type RunWhen = { at: number; in?: never } | { in: number; at?: never };
@@ -15,7 +16,7 @@ export type RunWhen = { at: number; in?: never } | { in: number; at?: never };
 /** A scheduled job runs now: it moves to pending (its lane when it has a group). */
 export async function promoteJob(q: QueueWire, id: string): Promise<void> {
   assertJobId(id);
-  await q.run('promote_job', [q.keys.prefix, id], id);
+  await verbs.promoteJob(q, id);
 }
 
 /**
@@ -34,14 +35,14 @@ export async function reschedule(q: QueueWire, id: string, when: RunWhen): Promi
   }
   const mode = keys[0] as 'at' | 'in';
   const value = wholeNumber(w[mode], mode === 'at' ? 'at' : 'in', 0);
-  return (await q.run('reschedule', [q.keys.prefix, id, mode, value], id)) as number;
+  return verbs.reschedule(q, id, mode, value);
 }
 
 /** A job that has not started gets a new priority (lower runs first; 0 = none). */
 export async function reprioritize(q: QueueWire, id: string, priority: number): Promise<void> {
   assertJobId(id);
   const prio = wholeNumber(priority, 'priority', 0, PRIORITY_MAX);
-  await q.run('reprioritize', [q.keys.prefix, id, prio], id);
+  await verbs.reprioritize(q, id, prio);
 }
 
 /**
@@ -51,7 +52,5 @@ export async function reprioritize(q: QueueWire, id: string, priority: number): 
 export async function updateData(q: QueueWire, id: string, data: unknown, token?: string): Promise<void> {
   assertJobId(id);
   const payload = encodeJson(data, 'job data', q.limits.maxPayloadBytes);
-  const argv = [q.keys.prefix, id, payload];
-  if (token !== undefined) argv.push(token);
-  await q.run('update_data', argv, id);
+  await verbs.updateData(q, id, payload, token);
 }

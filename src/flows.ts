@@ -12,6 +12,7 @@ import { EchoMQError, showValue } from './core/errors.js';
 import type { EnqueueOptions } from './core/types.js';
 import { encodeJob } from './wire/admission.js';
 import type { QueueWire } from './wire/queue-wire.js';
+import * as verbs from './wire/verbs/index.js';
 
 /** Options of one job in a flow: enqueue's, without dedupe, plus what a parent may set. */
 export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {
@@ -71,7 +72,7 @@ export async function addFlow<D>(
     throw new EchoMQError('EMQINPUT', 'a flow is { queue, data, name?, opts?, children? }');
   }
   const queue = wireOf(root.queue);
-  const argv: string[] = [queue.keys.prefix];
+  const jobs: verbs.FlowAdmission[] = [];
   const seen = new Set<string>();
   // `at` names the job's place in the tree (root.children[0].children[2]) for the messages.
   const visit = (job: FlowJob, parent: string, at: string): FlowNode => {
@@ -107,13 +108,13 @@ export async function addFlow<D>(
     }
     if (seen.has(a.id)) throw new EchoMQError('EMQINPUT', `job id ${a.id} appears twice in the flow`);
     seen.add(a.id);
-    const cont =
+    const policy =
       onChildFailure === 'ignore'
         ? 'ignore'
         : onChildFailure === 'remove' || (onChildFailure === undefined && continueOnChildFailure === true)
           ? '1'
           : '';
-    argv.push(a.id, a.payload, a.priority, a.group, a.name, a.max, a.backoff, parent, cont);
+    jobs.push({ job: a, parent, onChildFailure: policy });
     const children = job.children ?? [];
     if (!Array.isArray(children)) {
       throw new EchoMQError(
@@ -124,6 +125,5 @@ export async function addFlow<D>(
     return { id: a.id, children: children.map((c, i) => visit(c, a.id, `${at}.children[${i}]`)) };
   };
   const tree = visit(root as FlowJob, '', 'root');
-  const reply = await queue.run('flow_add', argv);
-  return { ...tree, status: reply === 1 ? 'added' : 'duplicate' };
+  return { ...tree, status: await verbs.flowAdd(queue, jobs) };
 }

@@ -7,6 +7,7 @@ import { assertName, atLeast, isWhole } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import type { LaneInfo, RateLimit } from './core/types.js';
 import type { QueueWire } from './wire/queue-wire.js';
+import * as verbs from './wire/verbs/index.js';
 
 export interface LaneSettings {
   /** Jobs of the lane running at once across all consumers; 0 = unlimited (the default). */
@@ -52,23 +53,18 @@ export class Lanes {
       s.concurrency === undefined
         ? ''
         : String(atLeast(s.concurrency, 'lane concurrency', 0, '0 = unlimited'));
-    await this.queue.run('configure_lane', [
-      this.queue.keys.prefix,
-      group,
-      conc,
-      rateSpec(s.rateLimit, 'lane'),
-    ]);
+    await verbs.configureLane(this.queue, group, conc, rateSpec(s.rateLimit, 'lane'));
   }
 
   /** Holds a lane's jobs (others keep flowing); running jobs finish. True when it was running. */
   async pause(group: string): Promise<boolean> {
     assertName('group', group);
-    return (await this.queue.run('pause', [this.queue.keys.prefix, group])) === 1;
+    return verbs.pause(this.queue, group);
   }
 
   async resume(group: string): Promise<boolean> {
     assertName('group', group);
-    return (await this.queue.run('resume', [this.queue.keys.prefix, group])) === 1;
+    return verbs.resume(this.queue, group);
   }
 
   /** Every lane seen on this queue with its counts and settings. */

@@ -24,13 +24,14 @@ import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
 import { type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
-import { type Admission, encodeJob, extended, RETAIN_KEYS } from './wire/admission.js';
+import { type Admission, encodeJob, RETAIN_KEYS } from './wire/admission.js';
 import type { Connector } from './wire/connector.js';
 import type { Durability, Replication } from './wire/durability.js';
 import type { Keyspace } from './wire/keyspace.js';
 import { QueueWire, queueLimits } from './wire/queue-wire.js';
 import { counts, row } from './wire/reads.js';
 import type { ScriptName } from './wire/scripts.js';
+import * as verbs from './wire/verbs/index.js';
 
 const CHUNK = 1000;
 
@@ -49,16 +50,6 @@ function retentionSettings(value: NonNullable<QueueSettings['retention']>): Queu
       knownKeys(optionsObject(one, `retention.${set}`), RETAIN_KEYS, `retention.${set} option`);
   }
   return r;
-}
-
-/** An admission reply entry: 1 added, 0 duplicate, or the kept id (a string) when deduplicated. */
-function admitted<S extends string>(
-  id: string,
-  reply: unknown,
-  added: S,
-): { id: string; status: S | 'duplicate' | 'deduplicated' } {
-  if (typeof reply === 'string') return { id: reply, status: 'deduplicated' };
-  return reply === 1 ? { id, status: added } : { id, status: 'duplicate' };
 }
 
 export class Queue<D = unknown, R = unknown> {
@@ -162,35 +153,21 @@ export class Queue<D = unknown, R = unknown> {
     const size = batch.length >= 64 ? Math.min(CHUNK, Math.ceil(batch.length / 2)) : CHUNK;
     for (let i = 0; i < batch.length; i += size) {
       const part = batch.slice(i, i + size);
-      this.admit(
-        part.map((b) => b.job),
-        strictest(part.map((b) => b.durability)),
-      ).then(
-        (statuses) => {
-          for (const [j, b] of part.entries()) b.resolve(statuses[j]!);
-        },
-        (err) => {
-          for (const b of part) b.reject(err);
-        },
-      );
+      verbs
+        .enqueue(
+          this.wire,
+          part.map((b) => b.job),
+          strictest(part.map((b) => b.durability)),
+        )
+        .then(
+          (statuses) => {
+            for (const [j, b] of part.entries()) b.resolve(statuses[j]!);
+          },
+          (err) => {
+            for (const b of part) b.reject(err);
+          },
+        );
     }
-  }
-
-  private async admit(
-    jobs: Admission[],
-    durability?: Replication,
-  ): Promise<{ id: string; status: EnqueueStatus }[]> {
-    const argv: string[] = [this.keys.prefix];
-    // Plain jobs travel as 9-field tuples; a call with any job of its own retention, tags or
-    // lifo announces the 13-field form with '#13'.
-    const wide = jobs.some(extended);
-    if (wide) argv.push('#13');
-    for (const j of jobs) {
-      argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff, j.dedupeKey, j.dedupeSpec);
-      if (wide) argv.push(j.retainCompleted, j.retainDead, j.tags, j.lifo);
-    }
-    const reply = (await this.run('enqueue', argv, undefined, durability)) as (number | string)[];
-    return reply.map((r, i) => admitted(jobs[i]!.id, r, 'enqueued'));
   }
 
   /**
@@ -227,7 +204,7 @@ export class Queue<D = unknown, R = unknown> {
         const start = next;
         next += CHUNK;
         const part = jobs.slice(start, start + CHUNK);
-        const statuses = await this.admit(part, durability);
+        const statuses = await verbs.enqueue(this.wire, part, durability);
         for (const j of part.keys()) out[start + j] = statuses[j]!;
       }
     };
@@ -267,11 +244,7 @@ export class Queue<D = unknown, R = unknown> {
         'lifo applies to enqueue: a scheduled job is released by its priority',
       );
     }
-    const argv = [j.id, j.payload, mode, value, j.priority, j.group, j.name, j.max, j.backoff];
-    argv.push(j.dedupeKey, j.dedupeSpec);
-    if (extended(j)) argv.push(j.retainCompleted, j.retainDead, j.tags);
-    const reply = await this.run('schedule', argv, j.id, durability);
-    return admitted(j.id, reply, 'scheduled');
+    return verbs.schedule(this.wire, j, mode, value, durability);
   }
 
   // ── lookups ─────────────────────────────────────────────────────────────────
@@ -329,13 +302,13 @@ export class Queue<D = unknown, R = unknown> {
    */
   async cancel(id: string): Promise<'cancelled' | 'requested'> {
     assertJobId(id);
-    return (await this.run('cancel', [this.keys.prefix, id], id)) as 'cancelled' | 'requested';
+    return verbs.cancel(this.wire, id);
   }
 
   /** Deletes a job that is not running. True when it existed. */
   async remove(id: string): Promise<boolean> {
     assertJobId(id);
-    return (await this.run('remove', [this.keys.prefix, id], id)) === 1;
+    return verbs.remove(this.wire, id);
   }
 
   /**
@@ -346,7 +319,7 @@ export class Queue<D = unknown, R = unknown> {
    */
   async retry(id: string): Promise<void> {
     assertJobId(id);
-    const [status] = (await this.run('retry', [this.keys.prefix, id])) as string[];
+    const [status] = await verbs.retry(this.wire, [id]);
     if (status === 'EMQNOJOB') throw new EchoMQError('EMQNOJOB', `no job ${id} in queue ${this.name}`);
     if (status === 'EMQSTATE') {
       const state = await this.connector.client.hget(this.keys.job(id), 'state');
@@ -427,7 +400,7 @@ export class Queue<D = unknown, R = unknown> {
         ids = kept;
         if (ids.length === 0) continue;
       }
-      const statuses = (await this.run('retry', [this.keys.prefix, ...ids])) as string[];
+      const statuses = await verbs.retry(this.wire, ids);
       for (const s of statuses) {
         if (s === 'OK') retried += 1;
         else if (s === 'EMQSTATE' || s === 'EMQDATA') skip += 1;
@@ -441,12 +414,12 @@ export class Queue<D = unknown, R = unknown> {
 
   /** Stops claiming across all consumers (enqueue still works; running jobs finish). */
   async pause(): Promise<boolean> {
-    return (await this.run('pause', [this.keys.prefix])) === 1;
+    return verbs.pause(this.wire);
   }
 
   /** Lets consumers claim again, and wakes the parked ones. */
   async resume(): Promise<boolean> {
-    return (await this.run('resume', [this.keys.prefix])) === 1;
+    return verbs.resume(this.wire);
   }
 
   async isPaused(): Promise<boolean> {
@@ -457,14 +430,13 @@ export class Queue<D = unknown, R = unknown> {
   /** Changes queue-wide settings (rate limit, retention, events cap); omitted ones stay. */
   async configure(options: QueueSettings): Promise<void> {
     const settings = knownKeys(optionsObject(options, 'queue settings'), SETTINGS_KEYS, 'queue setting');
-    const argv: string[] = [];
-    const set = (field: string, value: number | undefined, what: string, min: number) => {
-      if (value !== undefined) argv.push(field, String(wholeNumber(value, what, min)));
+    const fields: [verbs.SettingField, string][] = [];
+    const set = (field: verbs.SettingField, value: number | undefined, what: string, min: number) => {
+      if (value !== undefined) fields.push([field, String(wholeNumber(value, what, min))]);
     };
     if (settings.rateLimit !== undefined) {
-      const spec = rateSpec(settings.rateLimit, 'queue');
-      if (spec === '-') argv.push('rate_max', '-', 'rate_ms', '-');
-      else argv.push('rate_max', spec.split(':')[0]!, 'rate_ms', spec.split(':')[1]!);
+      const [max = '-', perMs = '-'] = rateSpec(settings.rateLimit, 'queue').split(':');
+      fields.push(['rate_max', max], ['rate_ms', perMs]);
     }
     const r = settings.retention === undefined ? undefined : retentionSettings(settings.retention);
     set('keep_completed', r?.completed?.count, 'retention.completed.count', 0);
@@ -473,7 +445,7 @@ export class Queue<D = unknown, R = unknown> {
     set('keep_dead_ms', r?.dead?.ageMs, 'retention.dead.ageMs', -1);
     set('events_max', settings.eventsMaxLen, 'eventsMaxLen', 1);
     set('keep_ids_ms', settings.idempotencyMs, 'idempotencyMs', 0);
-    if (argv.length > 0) await this.run('configure', argv);
+    await verbs.configure(this.wire, fields);
   }
 
   /**
@@ -489,12 +461,12 @@ export class Queue<D = unknown, R = unknown> {
         `clean state must be 'completed', 'dead' or 'cancelled', got ${showValue(state)}`,
       );
     }
-    return (await this.run('clean', [
-      this.keys.prefix,
+    return verbs.clean(
+      this.wire,
       state,
       wholeNumber(opts.olderThanMs ?? 0, 'olderThanMs', 0),
       wholeNumber(opts.limit ?? 1000, 'limit', 1, 100_000),
-    ])) as number;
+    );
   }
 
   /**
@@ -562,7 +534,7 @@ export class Queue<D = unknown, R = unknown> {
 
   /** Releases due scheduled jobs (server clock); returns how many due members were selected. */
   async promoteDue(batch = 100): Promise<number> {
-    return (await this.run('promote', [this.keys.prefix, wholeNumber(batch, 'batch', 1)])) as number;
+    return verbs.promote(this.wire, wholeNumber(batch, 'batch', 1));
   }
 
   /**
@@ -574,10 +546,9 @@ export class Queue<D = unknown, R = unknown> {
     batch = 100,
     elapsedMs?: number,
   ): Promise<{ count: number; now: number; nextDue: number; handoffs: number }> {
-    const argv: (string | number)[] = [this.keys.prefix, wholeNumber(batch, 'batch', 1), 'next'];
-    if (elapsedMs !== undefined) argv.push(wholeNumber(Math.ceil(elapsedMs), 'elapsedMs', 0));
-    const [count, now, nextDue, handoffs] = (await this.run('promote', argv)) as number[];
-    return { count: count!, now: now!, nextDue: nextDue!, handoffs: handoffs ?? 0 };
+    const n = wholeNumber(batch, 'batch', 1);
+    const elapsed = elapsedMs === undefined ? undefined : wholeNumber(Math.ceil(elapsedMs), 'elapsedMs', 0);
+    return verbs.promoteNext(this.wire, n, elapsed);
   }
 
   /**
@@ -586,9 +557,12 @@ export class Queue<D = unknown, R = unknown> {
    * server pause or clock step, and leases still live before it are not recovered for it.
    */
   async reap(batch = 100, expectedMs?: number): Promise<string[]> {
-    const argv: (string | number)[] = [this.keys.prefix, wholeNumber(batch, 'batch', 1)];
-    if (expectedMs !== undefined) argv.push(wholeNumber(expectedMs, 'expectedMs', 0));
-    return (await this.run('reap', argv)) as string[];
+    const n = wholeNumber(batch, 'batch', 1);
+    return verbs.reap(
+      this.wire,
+      n,
+      expectedMs === undefined ? undefined : wholeNumber(expectedMs, 'expectedMs', 0),
+    );
   }
 
   /** The count-thresholded stalled check: recover expired leases, dead-letter repeat stallers. */
@@ -596,14 +570,11 @@ export class Queue<D = unknown, R = unknown> {
     options: { maxStalled?: number; batch?: number; expectedMs?: number } = {},
   ): Promise<{ recovered: string[]; dead: string[] }> {
     const opts = optionsObject(options, 'sweepStalled options');
-    const argv: (string | number)[] = [
-      this.keys.prefix,
-      wholeNumber(opts.maxStalled ?? 1, 'maxStalled', 0),
-      wholeNumber(opts.batch ?? 100, 'batch', 1),
-    ];
-    if (opts.expectedMs !== undefined) argv.push(wholeNumber(opts.expectedMs, 'expectedMs', 0));
-    const [recovered, dead] = (await this.run('sweep_stalled', argv)) as string[][];
-    return { recovered: recovered!, dead: dead! };
+    const maxStalled = wholeNumber(opts.maxStalled ?? 1, 'maxStalled', 0);
+    const batch = wholeNumber(opts.batch ?? 100, 'batch', 1);
+    const expected =
+      opts.expectedMs === undefined ? undefined : wholeNumber(opts.expectedMs, 'expectedMs', 0);
+    return verbs.sweepStalled(this.wire, maxStalled, batch, expected);
   }
 }
 

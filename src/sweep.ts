@@ -6,6 +6,7 @@ import { EchoMQError, optionsObject } from './core/errors.js';
 import { QUEUES_KEY } from './wire/keyspace.js';
 import type { QueueWire } from './wire/queue-wire.js';
 import { counts as stateCounts } from './wire/reads.js';
+import * as verbs from './wire/verbs/index.js';
 
 export interface DrainOptions {
   /** Also delete scheduled jobs (delayed ones, retries in backoff). Default false. */
@@ -46,10 +47,10 @@ export async function drain(q: QueueWire, options?: DrainOptions): Promise<numbe
   const batch = wholeNumber(opts.batch ?? 1000, 'batch', 1, 100_000);
   let deleted = 0;
   for (;;) {
-    const [n, more] = (await q.run('drain', [q.keys.prefix, batch, opts.scheduled ? '1' : '0'])) as number[];
-    deleted += n!;
+    const { deleted: n, more } = await verbs.drain(q, batch, opts.scheduled === true);
+    deleted += n;
     opts.onProgress?.({ deleted });
-    if (more === 0) return deleted;
+    if (!more) return deleted;
   }
 }
 
@@ -69,12 +70,9 @@ export async function obliterate(q: QueueWire, options?: ObliterateOptions): Pro
   let deleted = 0;
   let cursor = '0';
   do {
-    const [n, next] = (await q.run('obliterate', [q.keys.prefix, cursor, batch, opts.force ? '1' : '0'])) as [
-      number,
-      string,
-    ];
-    deleted += n;
-    cursor = next;
+    const step = await verbs.obliterate(q, cursor, batch, opts.force === true);
+    deleted += step.deleted;
+    cursor = step.cursor;
     opts.onProgress?.({ deleted, total: Math.max(total, deleted) });
   } while (cursor !== '0');
   await q.connector.client.srem(QUEUES_KEY, q.name);

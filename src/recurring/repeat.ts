@@ -10,6 +10,7 @@ import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
 import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 
 /**
  * What the pump does when no pump ran for several periods, so several slots of one name are due:
@@ -46,12 +47,8 @@ export interface RepeatView<T = unknown> {
   createdAt: number;
 }
 
-/** A pump call's outcome: ids released (`minted`, the seeds' word), the server's now, and the next due instant (-1: none). */
-export interface PumpResult {
-  minted: string[];
-  now: number;
-  nextDue: number;
-}
+/** A pump call's outcome (the pump verb's reply, named where Repeat's users look for it). */
+export type PumpResult = verbs.PumpResult;
 
 const REGISTER_OPTIONS = new Set(['firstRunMs', 'catchUp', 'attempts']);
 
@@ -81,22 +78,13 @@ export class Repeat {
     }
     const max = opts.attempts === undefined ? '' : wholeNumber(opts.attempts, 'attempts', 1, 1_000_000);
     const payload = encodeJson(template, 'repeat template', this.queue.limits.maxPayloadBytes);
-    const reply = await this.queue.run('register', [
-      name,
-      everyMs,
-      payload,
-      first,
-      this.queue.keys.prefix,
-      catchUp,
-      max,
-    ]);
-    return reply === 1 ? 'registered' : 'exists';
+    return verbs.register(this.queue, name, everyMs, payload, first, catchUp, max);
   }
 
   /** Removes a cadence; occurrences minted already stay ordinary jobs. True when it existed. */
   async unregister(name: string): Promise<boolean> {
     assertName('repeat name', name);
-    return (await this.queue.run('unregister', [this.queue.keys.prefix, name])) === 1;
+    return verbs.unregister(this.queue, name);
   }
 
   /** Every registered cadence, soonest next run first. */
@@ -137,10 +125,6 @@ export class Repeat {
 
   /** Like pump, and also tells the server's now and the next due instant (-1: none registered). */
   async pumpNext(batch = 100): Promise<PumpResult> {
-    const [minted, now, nextDue] = (await this.queue.run('pump', [
-      this.queue.keys.prefix,
-      wholeNumber(batch, 'batch', 1),
-    ])) as [string[], number, number];
-    return { minted, now, nextDue };
+    return verbs.pump(this.queue, wholeNumber(batch, 'batch', 1));
   }
 }

@@ -20,6 +20,7 @@ import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
 import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
 
 /** Options of the jobs a scheduler makes (as in EnqueueOptions, without an id). */
@@ -153,22 +154,9 @@ export function nextOccurrence(r: StoredRepeat, prev: number, count: number, now
   return calculateNextMillis(r, now, count);
 }
 
-interface Template {
-  name: string;
-  data: string;
-  prio: string;
-  group: string;
-  max: string;
-  backoff: string;
-}
-
-interface Read {
-  now: number;
-  score: string;
-  fields: Record<string, string>;
-  jobState: string;
-  waiting: boolean;
-}
+/** A template as addJobScheduler stores it (encoded), and a scheduler as getJobScheduler reads it. */
+type Template = Omit<verbs.SchedulerDefinition, 'repeat'>;
+type Read = verbs.SchedulerRecord;
 
 function parseScore(score: string): number | null {
   return score === '' || score === 'inf' || score === '+inf' ? null : Number(score);
@@ -225,25 +213,23 @@ export class JobSchedulers {
         next = calculateNextMillis(stored, read.now, count);
         if (next === null) ended = endReason(stored, count);
       }
-      const [status, nextAt, jobId] = (await this.queue.run('addJobScheduler', [
-        this.queue.keys.prefix,
+      const {
+        status,
+        next: nextAt,
+        jobId,
+      } = await verbs.addJobScheduler(
+        this.queue,
         id,
-        json,
-        t.name,
-        t.data,
-        t.prio,
-        t.group,
-        t.max,
-        t.backoff,
-        next ?? '',
+        { repeat: json, ...t },
+        next,
         read.fields.job ?? '',
         count,
         ended,
-      ])) as [string, number | string, string];
+      );
       if (status !== 'stale') {
         return {
           status: status as UpsertStatus,
-          nextRunAt: nextAt === '' ? null : Number(nextAt),
+          nextRunAt: nextAt,
           jobId: status === 'ended' || jobId === '' ? null : jobId,
         };
       }
@@ -293,7 +279,7 @@ export class JobSchedulers {
    */
   async remove(id: string): Promise<boolean> {
     assertName('scheduler id', id);
-    return (await this.queue.run('removeJobScheduler', [this.queue.keys.prefix, id])) === 1;
+    return verbs.removeJobScheduler(this.queue, id);
   }
 
   /** remove() by the key a scheduler is listed under (its id; the repeatable-jobs era name). */
@@ -306,22 +292,17 @@ export class JobSchedulers {
    * whose occurrence was released (at most `batch`), or ends it when its schedule is over.
    */
   async advance(batch = 100): Promise<AdvanceResult> {
-    const [now, nextDue, flat] = (await this.queue.run('getJobScheduler', [
-      this.queue.keys.prefix,
-      'due',
-      wholeNumber(batch, 'batch', 1),
-    ])) as [number, number, string[]];
-    const calls: Promise<[string, number | string, string]>[] = [];
+    const { now, nextDue, due } = await verbs.getDueSchedulers(this.queue, wholeNumber(batch, 'batch', 1));
+    const calls: Promise<verbs.SchedulerWrite>[] = [];
     const ids: string[] = [];
     const out: AdvanceResult = { made: [], ended: [], skipped: [], now, nextDue };
-    for (let i = 0; i < flat.length; i += 5) {
-      const [id, job, at, count, json] = flat.slice(i, i + 5) as [string, string, string, string, string];
+    for (const { id, job, at, count, repeat } of due) {
       let next: number | null;
       let ended = '';
       try {
-        const r = JSON.parse(json) as StoredRepeat;
-        next = nextOccurrence(r, Number(at), Number(count), now);
-        if (next === null) ended = endReason(r, Number(count));
+        const r = JSON.parse(repeat) as StoredRepeat;
+        next = nextOccurrence(r, at, count, now);
+        if (next === null) ended = endReason(r, count);
       } catch {
         // Options written by another runtime in a dialect this one does not read (a cron
         // extension, say): ending the scheduler would destroy it for everyone; leave it.
@@ -329,17 +310,12 @@ export class JobSchedulers {
         continue;
       }
       ids.push(id);
-      calls.push(
-        this.queue.run('updateJobScheduler', [this.queue.keys.prefix, id, job, next ?? '', ended]) as Promise<
-          [string, number | string, string]
-        >,
-      );
+      calls.push(verbs.updateJobScheduler(this.queue, id, job, next, ended));
     }
-    for (const [j, [status, at, job]] of (await Promise.all(calls)).entries()) {
+    for (const [j, { status, next: when, jobId }] of (await Promise.all(calls)).entries()) {
       if (status === 'created' || status === 'exists') {
-        if (status === 'created') out.made.push(job);
-        const when = Number(at);
-        if (out.nextDue < 0 || when < out.nextDue) out.nextDue = when;
+        if (status === 'created') out.made.push(jobId);
+        if (when !== null && (out.nextDue < 0 || when < out.nextDue)) out.nextDue = when;
       } else if (status === 'ended') {
         out.ended.push(ids[j]!);
       }
@@ -350,14 +326,7 @@ export class JobSchedulers {
   // ── helpers ─────────────────────────────────────────────────────────────────
 
   private async read(id: string): Promise<Read> {
-    const [now, score, flat, jobState, waiting] = (await this.queue.run('getJobScheduler', [
-      this.queue.keys.prefix,
-      'one',
-      id,
-    ])) as [number, string, string[], string, number];
-    const fields: Record<string, string> = {};
-    for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-    return { now, score, fields, jobState, waiting: waiting === 1 };
+    return verbs.getJobScheduler(this.queue, id);
   }
 
   private template(id: string, template: SchedulerTemplate): Template {

@@ -1,0 +1,87 @@
+// The queue's verbs (SPEC 19.15-19.22): retry, clean, flow_add, pause, resume, configure,
+// configure_lane and heartbeat. See verbs/index.ts.
+import type { Admission } from '../admission.js';
+import type { QueueWire } from '../queue-wire.js';
+
+type Arg = string | number;
+
+// ── 19.15 retry, 19.16 clean, 19.17 flow_add ──────────────────────────────────
+
+/** Returns ended jobs to pending; per id 'OK', 'EMQNOJOB', 'EMQSTATE' or 'EMQDATA'. */
+export async function retry(w: QueueWire, ids: readonly string[]): Promise<string[]> {
+  return (await w.run('retry', [w.keys.prefix, ...ids])) as string[];
+}
+
+/** Deletes up to `limit` jobs of an ended state that ended `olderThanMs` ago; resolves with how many. */
+export async function clean(
+  w: QueueWire,
+  state: 'completed' | 'dead' | 'cancelled',
+  olderThanMs: number,
+  limit: number,
+): Promise<number> {
+  return (await w.run('clean', [w.keys.prefix, state, olderThanMs, limit])) as number;
+}
+
+/** A flow job: its admission, its parent's id ('' for the root) and its child-failure policy. */
+export interface FlowAdmission {
+  job: Admission;
+  parent: string;
+  /** '' fail the parent, '1' drop the dependency, 'ignore' drop it and record the failure. */
+  onChildFailure: '' | '1' | 'ignore';
+}
+
+/** Admits a flow's jobs (each parent before its children) in one call, all or none. */
+export async function flowAdd(w: QueueWire, jobs: readonly FlowAdmission[]): Promise<'added' | 'duplicate'> {
+  const argv: string[] = [w.keys.prefix];
+  for (const { job: a, parent, onChildFailure } of jobs) {
+    argv.push(a.id, a.payload, a.priority, a.group, a.name, a.max, a.backoff, parent, onChildFailure);
+  }
+  return (await w.run('flow_add', argv)) === 1 ? 'added' : 'duplicate';
+}
+
+// ── 19.18 pause, 19.19 resume, 19.20 configure, 19.21 configure_lane ──────────
+
+/** Pauses the queue, or one lane; true when it was running. */
+export async function pause(w: QueueWire, group?: string): Promise<boolean> {
+  const argv: Arg[] = group === undefined ? [w.keys.prefix] : [w.keys.prefix, group];
+  return (await w.run('pause', argv)) === 1;
+}
+
+/** Resumes the queue, or one lane; true when it was paused. */
+export async function resume(w: QueueWire, group?: string): Promise<boolean> {
+  const argv: Arg[] = group === undefined ? [w.keys.prefix] : [w.keys.prefix, group];
+  return (await w.run('resume', argv)) === 1;
+}
+
+/** The queue settings configure writes into meta ('-' clears a rate field). */
+export type SettingField =
+  | 'rate_max'
+  | 'rate_ms'
+  | 'keep_completed'
+  | 'keep_completed_ms'
+  | 'keep_dead'
+  | 'keep_dead_ms'
+  | 'events_max'
+  | 'keep_ids_ms';
+
+/** Writes queue settings; fields not given stay. */
+export async function configure(w: QueueWire, fields: readonly [SettingField, string][]): Promise<void> {
+  if (fields.length > 0) await w.run('configure', fields.flat());
+}
+
+/** Sets a lane's (or '*', the default's) concurrency and rate ('' keeps one, '-' clears the rate). */
+export async function configureLane(
+  w: QueueWire,
+  group: string,
+  concurrency: string,
+  rate: string,
+): Promise<void> {
+  await w.run('configure_lane', [w.keys.prefix, group, concurrency, rate]);
+}
+
+// ── 19.22 heartbeat ───────────────────────────────────────────────────────────
+
+/** A consumer's beat with its info (JSON), or '' when it leaves; resolves with the live count. */
+export async function heartbeat(w: QueueWire, consumerId: string, info: string): Promise<number> {
+  return (await w.run('heartbeat', [w.keys.prefix, consumerId, info])) as number;
+}
