@@ -1,14 +1,13 @@
 // EchoMQ: a connection to Redis and the queues on it.
 
-import { Cluster } from 'ioredis';
 import { knownKeys } from './core/check.js';
 import { optionsObject } from './core/errors.js';
 import type { QueueOptions } from './core/types.js';
 import { addFlow, type FlowJob, type FlowResult } from './flows.js';
 import { Queue } from './queue.js';
-import { type ConnectOptions, Connector, type RedisClient } from './wire/connector.js';
+import type { ConnectOptions, Connector } from './wire/connector.js';
 import { type EngineClock, REDIS_CLOCK } from './wire/memory/index.js';
-import { detectNativeCommands } from './wire/native-module.js';
+import { openChecked } from './wire/open.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
 
@@ -41,19 +40,7 @@ export class EchoMQ {
   static async connect(options?: EchoMQOptions): Promise<EchoMQ> {
     const opts = optionsObject(options, 'connect options');
     knownKeys(opts, new Set(CONNECT_OPTIONS), 'connect option', ' (ioredis options go under redisOptions)');
-    const connector = Connector.open(opts);
-    try {
-      await connector.reach(opts.connectTimeoutMs);
-      await selectDatabase(connector.client);
-      connector.moduleMode = opts.module ?? 'auto';
-      for (const [script, command] of await detectNativeCommands(connector.client, connector.moduleMode)) {
-        connector.native.set(script, command);
-      }
-    } catch (err) {
-      await connector.close();
-      throw err;
-    }
-    await warnOnEviction(connector.client);
+    const connector = await openChecked(opts);
     const { defaultAttempts, maxPayloadBytes } = opts;
     return new EchoMQ(connector, { defaultAttempts, maxPayloadBytes });
   }
@@ -98,50 +85,4 @@ export class EchoMQ {
   async close(opts?: { timeoutMs?: number }): Promise<void> {
     await this.connector.close(optionsObject(opts, 'close options'));
   }
-}
-
-/**
- * Selects a URL's `/<db>` once more, and refuses to connect when that fails: ioredis selects it
- * on connect but carries on in database 0 when SELECT is refused (an ACL user without +select),
- * which would put the queues in the wrong database.
- */
-async function selectDatabase(client: RedisClient): Promise<void> {
-  const db = client instanceof Cluster ? 0 : (client.options.db ?? 0);
-  if (db === 0) return;
-  try {
-    await client.select(db);
-  } catch (err) {
-    throw new Error(
-      `cannot select database ${db}: ${(err as Error).message}; grant the user +select or use database 0`,
-      { cause: err },
-    );
-  }
-}
-
-/**
- * Warns (process.emitWarning, code EMQEVICTION) when Redis may evict keys under memory pressure:
- * an evicted job row is a lost job. A server (or cluster master) that refuses CONFIG GET, as a
- * least-privilege ACL user or a managed Redis may, is not checked.
- */
-async function warnOnEviction(client: RedisClient): Promise<void> {
-  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
-  const policies = await Promise.all(
-    nodes.map(async (node) => {
-      try {
-        const reply = (await node.config('GET', 'maxmemory-policy')) as string[];
-        return reply[1];
-      } catch {
-        return undefined; // CONFIG is forbidden here: nothing to check
-      }
-    }),
-  );
-  const evicting = [...new Set(policies.filter((p) => p !== undefined && p !== 'noeviction'))];
-  if (evicting.length === 0) return;
-  process.emitWarning(
-    `Redis maxmemory-policy is ${evicting.join(', ')}, not noeviction: when Redis reaches maxmemory it ` +
-      'evicts keys, and an evicted job row (or queue set) is a lost job. Set maxmemory-policy to ' +
-      'noeviction on the Redis EchoMQ uses (CONFIG SET maxmemory-policy noeviction, and in redis.conf), ' +
-      'give it enough memory, and keep caches on another Redis.',
-    { code: 'EMQEVICTION', type: 'EchoMQWarning' },
-  );
 }

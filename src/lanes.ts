@@ -7,6 +7,7 @@ import { assertName, atLeast, isWhole } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import type { LaneInfo, RateLimit } from './core/types.js';
 import type { QueueWire } from './wire/queue-wire.js';
+import * as reads from './wire/reads.js';
 import * as verbs from './wire/verbs/index.js';
 
 export interface LaneSettings {
@@ -26,11 +27,6 @@ export function rateSpec(limit: RateLimit | null | undefined, what: string): str
     );
   }
   return `${limit.max}:${limit.perMs}`;
-}
-
-function parseRate(spec: string | null | undefined): RateLimit | null {
-  const m = spec ? /^(\d+):(\d+)$/.exec(spec) : null;
-  return m ? { max: Number(m[1]), perMs: Number(m[2]) } : null;
 }
 
 export class Lanes {
@@ -68,24 +64,7 @@ export class Lanes {
   }
 
   /** Every lane seen on this queue with its counts and settings. */
-  async list(): Promise<LaneInfo[]> {
-    const c = this.queue.connector.client;
-    const k = this.queue.keys;
-    const groups = (await c.smembers(k.key('lanes'))).sort();
-    const [running, conc, rate, paused] = await Promise.all([
-      c.hgetall(k.key('lanes:running')),
-      c.hgetall(k.key('lanes:concurrency')),
-      c.hgetall(k.key('lanes:rate')),
-      c.smembers(k.key('lanes:paused')),
-    ]);
-    const pending = await Promise.all(groups.map((g) => c.zcard(k.lane(g))));
-    return groups.map((group, i) => ({
-      group,
-      pending: pending[i] ?? 0,
-      running: Number(running[group] ?? 0),
-      paused: paused.includes(group),
-      concurrency: Number(conc[group] ?? conc['*'] ?? 0),
-      rateLimit: parseRate(rate[group] ?? rate['*']),
-    }));
+  list(): Promise<LaneInfo[]> {
+    return reads.lanes(this.queue);
   }
 }

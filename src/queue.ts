@@ -29,7 +29,7 @@ import type { Connector } from './wire/connector.js';
 import type { Durability, Replication } from './wire/durability.js';
 import type { Keyspace } from './wire/keyspace.js';
 import { QueueWire, queueLimits } from './wire/queue-wire.js';
-import { counts, row } from './wire/reads.js';
+import * as reads from './wire/reads.js';
 import type { ScriptName } from './wire/scripts.js';
 import * as verbs from './wire/verbs/index.js';
 
@@ -253,13 +253,13 @@ export class Queue<D = unknown, R = unknown> {
   async get(id: string): Promise<JobView<D, R> | null> {
     this.connector.assertOpen();
     assertJobId(id);
-    return row<D, R>(this.wire, id);
+    return reads.row<D, R>(this.wire, id);
   }
 
   /** How many jobs are in each state (pending counts flat pending and every lane). */
   async counts(): Promise<Record<JobState, number>> {
     this.connector.assertOpen();
-    return counts(this.wire);
+    return reads.counts(this.wire);
   }
 
   // ── changing a job that has not started (src/control.ts) ────────────────────
@@ -322,7 +322,7 @@ export class Queue<D = unknown, R = unknown> {
     const [status] = await verbs.retry(this.wire, [id]);
     if (status === 'EMQNOJOB') throw new EchoMQError('EMQNOJOB', `no job ${id} in queue ${this.name}`);
     if (status === 'EMQSTATE') {
-      const state = await this.connector.client.hget(this.keys.job(id), 'state');
+      const state = await reads.jobState(this.wire, id);
       throw new EchoMQError('EMQSTATE', `job ${id} is ${state}: only a job that ended can be retried`);
     }
     if (status === 'EMQDATA') {
@@ -375,26 +375,18 @@ export class Queue<D = unknown, R = unknown> {
       (error === undefined ||
         (message !== null && (typeof error === 'string' ? message.includes(error) : error.test(message))));
     const batch = wholeNumber(opts.batch ?? 500, 'batch', 1, 10_000);
-    const c = this.connector.client;
-    const set = this.keys.key(state);
     // The newest end at the start bounds the run: a job that ends again later scores above it.
-    const newest = await c.zrange(set, -1, -1, 'WITHSCORES');
-    if (newest.length === 0) return 0;
-    const cutoff = newest[1]!;
-    const total = await c.zcount(set, '-inf', cutoff);
+    const upTo = await reads.endedUpTo(this.wire, state);
+    if (upTo === null) return 0;
+    const { cutoff, total } = upTo;
     let retried = 0;
     let skip = 0; // members left in the set (another state, or filtered out); page past them
     for (;;) {
-      let ids = await c.zrangebyscore(set, '-inf', cutoff, 'LIMIT', skip, batch);
+      let ids = await reads.endedPage(this.wire, state, cutoff, skip, batch);
       if (ids.length === 0) break;
       if (filtered) {
         // The filter reads name and error beside the ids; retry still checks each state itself.
-        const pipeline = c.pipeline();
-        for (const id of ids) pipeline.hmget(this.keys.job(id), 'name', 'error');
-        const rows = ((await pipeline.exec()) ?? []).map(([err, row]) => {
-          if (err) throw err;
-          return row as (string | null)[];
-        });
+        const rows = await reads.fieldsOf(this.wire, ids, 'name', 'error');
         const kept = ids.filter((_, i) => matches(rows[i]![0]!, rows[i]![1]!));
         skip += ids.length - kept.length;
         ids = kept;
@@ -424,7 +416,7 @@ export class Queue<D = unknown, R = unknown> {
 
   async isPaused(): Promise<boolean> {
     this.connector.assertOpen();
-    return (await this.connector.client.hget(this.keys.key('meta'), 'paused')) === '1';
+    return reads.isPaused(this.wire);
   }
 
   /** Changes queue-wide settings (rate limit, retention, events cap); omitted ones stay. */

@@ -3,7 +3,6 @@
 // call each, so Redis is never blocked for long, and report progress after every batch.
 import { knownKeys, wholeNumber } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
-import { QUEUES_KEY } from './wire/keyspace.js';
 import type { QueueWire } from './wire/queue-wire.js';
 import { counts as stateCounts } from './wire/reads.js';
 import * as verbs from './wire/verbs/index.js';
@@ -75,6 +74,6 @@ export async function obliterate(q: QueueWire, options?: ObliterateOptions): Pro
     cursor = step.cursor;
     opts.onProgress?.({ deleted, total: Math.max(total, deleted) });
   } while (cursor !== '0');
-  await q.connector.client.srem(QUEUES_KEY, q.name);
+  await q.unlist();
   return deleted;
 }

@@ -9,12 +9,12 @@
 
 import type { ConsumeOptions, Consumer } from './consumer/consumer.js';
 import { knownKeys } from './core/check.js';
-import { jobView } from './core/codec.js';
 import { parseDuration } from './core/duration.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import type { Handler, JobState, JobView } from './core/types.js';
 import type { Queue } from './queue.js';
 import type { MemoryClock } from './wire/memory/clock.js';
+import * as reads from './wire/reads.js';
 
 export interface RunUntilIdleOptions<D, R> {
   /** Run the queue with this handler, in a consumer of its own for the call. Default: the consumers the queue object started. */
@@ -119,19 +119,9 @@ export async function enqueued<D, R>(
   const f = known(optionsObject(filter, 'enqueued filter'), FILTER_KEYS, 'enqueued filter field');
   const states: readonly JobState[] =
     f.state === undefined ? ['pending', 'scheduled'] : typeof f.state === 'string' ? [f.state] : f.state;
-  const client = queue.connector.client;
-  const sets: string[] = [];
-  for (const state of states) {
-    if (state === 'pending') {
-      const lanes = (await client.smembers(queue.keys.key('lanes'))).sort();
-      sets.push(queue.keys.key('pending'), ...lanes.map((g) => queue.keys.lane(g)));
-    } else sets.push(queue.keys.key(state === 'scheduled' ? 'schedule' : state));
-  }
-  const ids = (await Promise.all(sets.map((s) => client.zrange(s, 0, -1)))).flat();
-  const rows = await Promise.all(ids.map((id) => client.hgetall(queue.keys.job(id))));
-  return rows
-    .map((row, i) => (row.state ? jobView<D, R>(ids[i]!, row) : undefined))
-    .filter((job): job is JobView<D, R> => job !== undefined)
+  const sets = (await Promise.all(states.map((state) => reads.setsOf(queue.wire, state)))).flat();
+  const jobs = await reads.rows<D, R>(queue.wire, await reads.members(queue.wire, sets));
+  return jobs
     .filter((job) => f.name === undefined || job.name === f.name)
     .filter((job) => f.data === undefined || matches(job.data, f.data));
 }
@@ -171,11 +161,7 @@ function count<D, R>(consumer: Consumer<D, R>, summary: RunSummary): () => void 
 
 /** The earliest instant something of the queue falls due: a scheduled job or a repeat's slot. */
 async function nextDue<D, R>(queue: Queue<D, R>): Promise<number | undefined> {
-  const client = queue.connector.client;
-  const heads = await Promise.all(
-    ['schedule', 'repeat'].map((set) => client.zrange(queue.keys.key(set), 0, 0, 'WITHSCORES')),
-  );
-  const scores = heads.filter((h) => h.length === 2).map((h) => Number(h[1]));
+  const scores = await reads.heads(queue.wire, ['schedule', 'repeat']);
   return scores.length === 0 ? undefined : Math.min(...scores);
 }
 

@@ -246,7 +246,7 @@ async function stream(c: ReadCall & { p: Parts }, names: string[]): Promise<void
   // once the connection is back, so the page never shows "live" while nothing can arrive.
   let up = true;
   const health = setInterval(() => {
-    const now = p.mq.connector.client.status === 'ready';
+    const now = p.mq.connector.isReady;
     if (now === up) return;
     up = now;
     res.write(

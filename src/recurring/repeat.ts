@@ -10,6 +10,7 @@ import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
 import type { QueueWire } from '../wire/queue-wire.js';
+import * as reads from '../wire/reads.js';
 import * as verbs from '../wire/verbs/index.js';
 
 /**
@@ -90,23 +91,14 @@ export class Repeat {
   /** Every registered cadence, soonest next run first. */
   async list(): Promise<RepeatView[]> {
     this.queue.connector.assertOpen();
-    const c = this.queue.connector.client;
-    const flat = await c.zrange(this.queue.keys.key('repeat'), 0, -1, 'WITHSCORES');
-    if (flat.length === 0) return [];
-    const pipeline = c.pipeline();
-    for (let i = 0; i < flat.length; i += 2) pipeline.hgetall(this.queue.keys.repeat(flat[i]!));
-    const rows = ((await pipeline.exec()) ?? []).map(([err, row]) => {
-      if (err) throw err;
-      return row as Record<string, string>;
-    });
     const out: RepeatView[] = [];
-    rows.forEach((row, j) => {
-      if (row.every_ms === undefined) return; // unregistered between the two reads
+    for (const { id: name, score, fields: row } of await reads.repeatRecords(this.queue)) {
+      if (row.every_ms === undefined) continue; // unregistered between the two reads
       const view: RepeatView = {
-        name: flat[j * 2]!,
+        name,
         everyMs: Number(row.every_ms),
         template: parseMaybe(row.template),
-        nextRunAt: Number(flat[j * 2 + 1]),
+        nextRunAt: Number(score),
         catchUp: row.catch_up === 'all' ? 'all' : 'once',
         runs: Number(row.runs ?? 0),
         createdAt: Number(row.created ?? 0),
@@ -114,7 +106,7 @@ export class Repeat {
       if (row.max !== undefined) view.attempts = Number(row.max);
       if (row.last !== undefined) view.lastRunAt = Number(row.last);
       out.push(view);
-    });
+    }
     return out;
   }
 

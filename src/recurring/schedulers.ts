@@ -20,6 +20,7 @@ import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
 import type { QueueWire } from '../wire/queue-wire.js';
+import * as reads from '../wire/reads.js';
 import * as verbs from '../wire/verbs/index.js';
 import { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './next-run.js';
 
@@ -251,26 +252,14 @@ export class JobSchedulers {
     optionsObject(range, 'list range');
     const start = wholeNumber(range.start ?? 0, 'start', Number.MIN_SAFE_INTEGER);
     const end = wholeNumber(range.end ?? -1, 'end', Number.MIN_SAFE_INTEGER);
-    const c = this.queue.connector.client;
-    const flat = await c.zrange(this.queue.keys.key('schedulers'), start, end, 'WITHSCORES');
-    if (flat.length === 0) return [];
-    const pipeline = c.pipeline();
-    for (let i = 0; i < flat.length; i += 2) pipeline.hgetall(this.queue.keys.scheduler(flat[i]!));
-    const rows = ((await pipeline.exec()) ?? []).map(([err, row]) => {
-      if (err) throw err;
-      return row as Record<string, string>;
-    });
-    const out: SchedulerView[] = [];
-    rows.forEach((row, j) => {
-      if (row.repeat !== undefined) out.push(view(flat[j * 2]!, flat[j * 2 + 1]!, row));
-    });
-    return out;
+    const found = await reads.schedulerRecords(this.queue, start, end);
+    return found.filter((r) => r.fields.repeat !== undefined).map((r) => view(r.id, r.score, r.fields));
   }
 
   /** How many schedulers the queue has (ended ones included). */
   async count(): Promise<number> {
     this.queue.connector.assertOpen();
-    return this.queue.connector.client.zcard(this.queue.keys.key('schedulers'));
+    return reads.schedulerCount(this.queue);
   }
 
   /**

@@ -29,6 +29,7 @@ import type { ConsumeOptions, Consumer } from '../consumer/consumer.js';
 import { mintJobId } from '../core/ids.js';
 import type { EnqueueOptions, EnqueueStatus, Handler, ScheduleStatus } from '../core/types.js';
 import type { Queue } from '../queue.js';
+import { dropTrace, keepTrace, keepTraces, readTrace } from '../wire/trace-store.js';
 
 export interface TracingOptions {
   /** The tracer spans are made with. Default: trace.getTracer('echomq'), the global provider's. */
@@ -79,7 +80,7 @@ export class TracedQueue<D = unknown, R = unknown> {
 
   /** The key a job's trace context is kept at. */
   traceKey(id: string): string {
-    return this.queue.keys.key(`trace:${id}`);
+    return this.queue.keys.trace(id);
   }
 
   /** queue.enqueue inside a PRODUCER span; the span's context is kept for the job. */
@@ -116,16 +117,12 @@ export class TracedQueue<D = unknown, R = unknown> {
     }));
     const spans = withIds.map((it) => this.producerSpan(it.opts, parent));
     try {
-      const client = this.queue.connector.client;
-      const pipeline = client.pipeline();
-      let writes = 0;
+      const contexts: [string, string][] = [];
       for (const [i, span] of spans.entries()) {
         const sc = span.spanContext();
-        if (!isSpanContextValid(sc)) continue;
-        pipeline.set(this.traceKey(withIds[i]!.opts.id), formatTraceContext(sc), 'PX', this.ttlMs, 'NX');
-        writes += 1;
+        if (isSpanContextValid(sc)) contexts.push([withIds[i]!.opts.id, formatTraceContext(sc)]);
       }
-      if (writes > 0) await pipeline.exec();
+      await keepTraces(this.queue.wire, contexts, this.ttlMs);
       const out = await this.queue.enqueueMany(withIds);
       for (const [i, r] of out.entries()) spans[i]!.setAttribute('echomq.enqueue.status', r.status);
       return out;
@@ -179,7 +176,7 @@ export class TracedQueue<D = unknown, R = unknown> {
 
   /** The producer span context kept for a job, or null (none written, or expired). */
   async context(id: string): Promise<SpanContext | null> {
-    return parseTraceContext(await this.queue.connector.client.get(this.traceKey(id)));
+    return parseTraceContext(await readTrace(this.queue.wire, id));
   }
 
   // ── producing ──────────────────────────────────────────────────────────────
@@ -213,17 +210,14 @@ export class TracedQueue<D = unknown, R = unknown> {
       const sc = span.spanContext();
       let wrote = false;
       if (isSpanContextValid(sc)) {
-        const key = this.traceKey(withId.id);
         // NX: enqueuing an existing id again (a duplicate) keeps the first producer's context.
-        wrote =
-          (await this.queue.connector.client.set(key, formatTraceContext(sc), 'PX', this.ttlMs, 'NX')) ===
-          'OK';
+        wrote = await keepTrace(this.queue.wire, withId.id, formatTraceContext(sc), this.ttlMs);
       }
       let out: { id: string; status: S };
       try {
         out = await context.with(trace.setSpan(context.active(), span), () => admit(withId));
       } catch (err) {
-        if (wrote) await this.queue.connector.client.del(this.traceKey(withId.id)).catch(() => {});
+        if (wrote) await dropTrace(this.queue.wire, withId.id).catch(() => {});
         throw err;
       }
       span.setAttribute('echomq.enqueue.status', out.status);

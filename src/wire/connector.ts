@@ -149,6 +149,11 @@ export class Connector {
     return this.closed;
   }
 
+  /** Whether the main connection is up now (a dropped one reconnects by itself). */
+  get isReady(): boolean {
+    return this.client.status === 'ready';
+  }
+
   assertOpen(): void {
     if (this.closed) {
       throw new EchoMQError(

@@ -70,6 +70,11 @@ export class Keyspace {
     return `${this.job(id)}:failures`;
   }
 
+  /** A job's producer trace context (telemetry/tracing.ts). */
+  trace(id: string): string {
+    return `${this.prefix}trace:${id}`;
+  }
+
   /** A repeat registration's record (period, template, missed-run policy). */
   repeat(name: string): string {
     return `${this.prefix}repeat:${name}`;

@@ -78,6 +78,11 @@ export class QueueWire {
     this.helloDone = false;
   }
 
+  /** Takes the queue off the registry of names (obliterate deleted its keys). */
+  async unlist(): Promise<void> {
+    await this.connector.client.srem(QUEUES_KEY, this.name);
+  }
+
   /** A call's `durability` option, the connection's default when absent. */
   durabilityFor(value: unknown, where: string): Replication | undefined {
     if (value === undefined) return this.connector.durability;
