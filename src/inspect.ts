@@ -172,10 +172,6 @@ export interface SchedulersResult {
   schedulers: SchedulerSummary[];
 }
 
-/** The sorted set a state's jobs live in: the state word, except scheduled ('schedule'). */
-function setOf(state: JobState): string {
-  return state === 'scheduled' ? 'schedule' : state;
-}
 const TERMINAL = new Set<JobState>(['completed', 'dead', 'cancelled']);
 const MAX_LIMIT = 1000;
 /** Consumers silent for longer are not listed. */
@@ -331,8 +327,7 @@ export class Inspector {
   private async rates(q: Queue): Promise<QueueRates> {
     const current = Math.floor((await this.now()) / 60_000);
     const pipeline = this.client.pipeline();
-    for (let m = current - 59; m <= current; m++)
-      pipeline.hmget(q.keys.key(`stats:${m}`), 'completed', 'failed');
+    for (let m = current - 59; m <= current; m++) pipeline.hmget(q.keys.stats(m), 'completed', 'failed');
     const replies = (await pipeline.exec()) ?? [];
     const perMinute = replies.map(([err, reply], i): MinuteRate => {
       if (err) throw err;
@@ -383,7 +378,7 @@ export class Inspector {
       const groups = (await c.smembers(q.keys.key('lanes'))).sort();
       sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
     } else {
-      sets = [q.keys.key(setOf(state))];
+      sets = [q.keys.stateSet(state)];
     }
     if (page.tag !== undefined) return this.tagged(q, state, sets, page.tag, offset, limit);
     const sizes = await Promise.all(sets.map((s) => c.zcard(s)));
@@ -486,7 +481,7 @@ export class Inspector {
       throw new EchoMQError('EMQINPUT', `state must be completed, dead or cancelled, got ${String(state)}`);
     }
     wholeNumber(olderThanMs, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER);
-    return this.client.zcount(q.keys.key(state), '-inf', (await this.now()) - olderThanMs);
+    return this.client.zcount(q.keys.stateSet(state), '-inf', (await this.now()) - olderThanMs);
   }
 
   /** The rows of `ids`, in order; ids whose row is gone (removed meanwhile) are left out. */
@@ -577,7 +572,7 @@ export class Inspector {
       end = `(${chunk[chunk.length - 1]![0]}`;
     }
     history.reverse();
-    const logKey = `${q.keys.job(id)}:logs`;
+    const logKey = q.keys.logs(id);
     const [logs, logCount] = await Promise.all([
       this.client.lrange(logKey, -LOG_LINES_SHOWN, -1),
       this.client.llen(logKey),

@@ -53,8 +53,14 @@ describe('EchoMQ on a Redis Cluster', () => {
       const ports = new Set<number>();
       for (const q of queues) {
         const slots = new Set<number>();
-        for (const k of ['meta', 'pending', 'events', 'job:JOBX', 'g:a:pending']) {
-          slots.add(Number(await client.cluster('KEYSLOT', q.keys.key(k))));
+        for (const k of [
+          q.keys.key('meta'),
+          q.keys.key('pending'),
+          q.keys.key('events'),
+          q.keys.job('JOBX'),
+          q.keys.lane('a'),
+        ]) {
+          slots.add(Number(await client.cluster('KEYSLOT', k)));
         }
         expect(slots.size).toBe(1);
         ports.add(owner([...slots][0]!));

@@ -369,6 +369,6 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
       status: 'deduplicated',
     });
     expect(await raw.hget(q.keys.job(kept.id), 'dedupe')).toBe('by-ts');
-    expect(await raw.pttl(q.keys.key('dedupe:by-go'))).toBeGreaterThan(0);
+    expect(await raw.pttl(q.keys.dedupe('by-go'))).toBeGreaterThan(0);
   }, 60_000);
 });

@@ -10,20 +10,41 @@ export const PROTOCOL_VERSION = '1';
 /** The registry of queue names (a set outside every queue's hash tag), so tools list queues without SCAN. */
 export const QUEUES_KEY = 'emq:queues';
 
-/** Key names a script's contract may list; `job` is the row of the job the call is about. */
+/** The key names a script's `-- KEYS:` line may use (SPEC 4, "KEYS and derived keys"). */
+export const SCRIPT_KEYS = [
+  'job',
+  'schedule',
+  'pending',
+  'active',
+  'completed',
+  'dead',
+  'cancelled',
+  'events',
+  'wake',
+  'meta',
+  'ring',
+  'repeat',
+  'schedulers',
+  'consumers',
+] as const;
+export type ScriptKey = (typeof SCRIPT_KEYS)[number];
+
+/**
+ * Every fixed key of a queue (SPEC 4), `job` being the row of the job a call is about. Keys
+ * that depend on data (a lane, a row, a record, a minute) have a method of their own below.
+ */
 export type KeyName =
-  | 'job'
-  | 'schedule'
-  | 'pending'
-  | 'active'
-  | 'completed'
-  | 'dead'
-  | 'cancelled'
-  | 'events'
-  | 'wake'
-  | 'meta'
-  | 'ring'
-  | (string & {});
+  | ScriptKey
+  | 'waiting_children'
+  | 'lanes'
+  | 'lanes:running'
+  | 'lanes:concurrency'
+  | 'lanes:paused'
+  | 'lanes:rate'
+  | 'lanes:limited'
+  | 'limiter'
+  | 'consumers:info'
+  | 'ids:ended';
 
 export class Keyspace {
   /** `emq:{<queue>}:`, the root every key of this queue starts with. */
@@ -68,6 +89,16 @@ export class Keyspace {
   /** A flow parent's children that failed under onChildFailure 'ignore' (child id -> error). */
   failures(id: string): string {
     return `${this.job(id)}:failures`;
+  }
+
+  /** The id of the job kept for a dedupe key (SPEC 13). */
+  dedupe(key: string): string {
+    return `${this.prefix}dedupe:${key}`;
+  }
+
+  /** One epoch minute's completed and failed counts (`floor(now / 60000)`). */
+  stats(minute: number): string {
+    return `${this.prefix}stats:${minute}`;
   }
 
   /** A job's producer trace context (telemetry/tracing.ts). */

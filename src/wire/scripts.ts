@@ -5,13 +5,13 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { KeyName } from './keyspace.js';
+import { SCRIPT_KEYS, type ScriptKey } from './keyspace.js';
 
 export interface Script {
   /** The verb, the file name without `.lua`. */
   readonly name: string;
   /** Key names in KEYS order, from the `-- KEYS:` line. */
-  readonly keys: readonly KeyName[];
+  readonly keys: readonly ScriptKey[];
   readonly body: string;
   readonly sha: string;
 }
@@ -61,7 +61,11 @@ export function parseScript(name: string, body: string): Script {
   const line = /^-- KEYS:(.*)$/m.exec(body);
   if (!line) throw new Error(`protocol/scripts/${name}.lua has no "-- KEYS:" line in its contract`);
   const keys = (line[1] ?? '').trim().split(/\s+/).filter(Boolean);
-  return { name, keys, body, sha: createHash('sha1').update(body).digest('hex') };
+  const unknown = keys.find((k) => !(SCRIPT_KEYS as readonly string[]).includes(k));
+  if (unknown !== undefined) {
+    throw new Error(`protocol/scripts/${name}.lua lists KEYS "${unknown}", not a key of SPEC section 4`);
+  }
+  return { name, keys: keys as ScriptKey[], body, sha: createHash('sha1').update(body).digest('hex') };
 }
 
 const SCRIPTS_DIR = join(PROTOCOL_DIR, 'scripts');
