@@ -7,13 +7,12 @@ import { EventEmitter } from 'node:events';
 import { wholeNumber } from '../core/check.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
 import type { EventName, QueueEvent } from '../core/types.js';
+import { BlockingRead } from '../wire/blocking-read.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import { row } from '../wire/reads.js';
 
 /** What the reader needs of a queue (a QueueWire, or a Queue, which has the same three). */
 export type EventSource = Pick<QueueWire, 'name' | 'keys' | 'connector'>;
-
-import type { RedisClient } from '../wire/connector.js';
 
 export interface EventsOptions {
   /** '$' (default): only events after the reader starts; '0': replay the stream; or a stream id to resume after. */
@@ -26,7 +25,6 @@ export interface EventsOptions {
 
 type Listener = (e: QueueEvent) => void;
 
-const WATCHDOG_GRACE_MS = 3000;
 /** The longest timer Node keeps (2^31 - 1 ms), the bound of blockMs (and, as before, of count). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const BACKLOG_MAX = 10_000;
@@ -35,9 +33,8 @@ export class QueueEvents extends EventEmitter {
   private lastId: string;
   private readonly blockMs: number;
   private readonly count: number;
-  private conn: RedisClient | undefined;
+  private reader: BlockingRead | undefined;
   private closing = false;
-  private stopWaiting: (() => void) | undefined;
   private readonly loopDone: Promise<void>;
   private readonly iterators = new Set<{ push: (e: QueueEvent | null) => void }>();
   /**
@@ -66,8 +63,7 @@ export class QueueEvents extends EventEmitter {
       this.markReady = resolve;
     });
     this.on('error', () => {}); // reported, never fatal: the reader reconnects and resumes
-    this.conn = queue.connector.duplicate();
-    this.conn.on('error', () => {});
+    this.reader = new BlockingRead(queue.connector);
     this.loopDone = this.loop();
   }
 
@@ -81,35 +77,14 @@ export class QueueEvents extends EventEmitter {
   private async loop(): Promise<void> {
     const key = this.queue.keys.key('events');
     while (!this.closing) {
-      const conn = this.conn;
-      if (!conn) break;
+      const reader = this.reader;
+      if (!reader) break;
       try {
-        if (this.lastId === '$') {
-          // Pin '$' to a concrete id first, so a reconnect resumes from it instead of skipping.
-          const last = (await conn.xrevrange(key, '+', '-', 'COUNT', 1)) as [string, string[]][];
-          this.lastId = last[0]?.[0] ?? '0-0';
-        }
+        // Pin '$' to a concrete id first, so a reconnect resumes from it instead of skipping.
+        if (this.lastId === '$') this.lastId = await reader.newest(key);
         this.markReady();
-        // The watchdog stops waiting by itself: a client may never settle a read that was in
-        // flight on a dropped connection (ioredis with autoResendUnfulfilledCommands off).
-        let giveUp!: () => void;
-        const gaveUp = new Promise<null>((resolve) => {
-          giveUp = () => resolve(null);
-        });
-        this.stopWaiting = giveUp;
-        const watchdog = setTimeout(() => {
-          conn.disconnect(true);
-          giveUp();
-        }, this.blockMs + WATCHDOG_GRACE_MS);
-        let reply: [string, [string, string[]][]][] | null;
-        try {
-          const read = conn.xread('COUNT', this.count, 'BLOCK', this.blockMs, 'STREAMS', key, this.lastId);
-          read.catch(() => {}); // abandoned by the watchdog: its entries are read again from lastId
-          reply = (await Promise.race([read, gaveUp])) as [string, [string, string[]][]][] | null;
-        } finally {
-          clearTimeout(watchdog);
-        }
-        for (const [streamId, flat] of reply?.[0]?.[1] ?? []) {
+        const entries = await reader.read(key, this.lastId, this.blockMs, this.count);
+        for (const [streamId, flat] of entries ?? []) {
           this.lastId = streamId;
           for (const e of eventsOf(streamId, flat)) this.deliver(e);
         }
@@ -173,9 +148,8 @@ export class QueueEvents extends EventEmitter {
     if (this.closing) return this.loopDone;
     this.closing = true;
     this.markReady();
-    this.stopWaiting?.();
-    if (this.conn) this.queue.connector.release(this.conn);
-    this.conn = undefined;
+    this.reader?.close();
+    this.reader = undefined;
     for (const it of this.iterators) it.push(null);
     this.iterators.clear();
     await this.loopDone;
