@@ -2,6 +2,7 @@
 // (get, counts), end (cancel, remove, retry) and the sweeps (promote, reap, sweepStalled). Each verb
 // is one protocol script; the consumer and the event reader build on this module.
 
+import { Admissions } from './admit.js';
 import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
 import { knownKeys, wholeNumber } from './core/check.js';
@@ -23,7 +24,9 @@ import { Lanes, rateSpec } from './lanes.js';
 import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
-import { type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
+import { type RetryAllOptions, retryAll, retryOne } from './retry.js';
+import { configure } from './settings.js';
+import { clean, type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
 import { type Admission, encodeJob, RETAIN_KEYS } from './wire/admission.js';
 import type { Connector } from './wire/connector.js';
 import type { Durability, Replication } from './wire/durability.js';
@@ -32,25 +35,6 @@ import { QueueWire, queueLimits } from './wire/queue-wire.js';
 import * as reads from './wire/reads.js';
 import type { ScriptName } from './wire/scripts.js';
 import * as verbs from './wire/verbs/index.js';
-
-const CHUNK = 1000;
-
-const MANY_ITEM_KEYS = new Set(['data', 'opts']);
-const MANY_OPTIONS = new Set(['durability']);
-const RETRY_ALL_OPTIONS = new Set(['state', 'name', 'error', 'batch', 'onProgress']);
-const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs']);
-const ENDED_SETS = new Set(['completed', 'dead']);
-
-/** configure's retention, every level of it checked for unknown keys. */
-function retentionSettings(value: NonNullable<QueueSettings['retention']>): QueueSettings['retention'] {
-  const r = knownKeys(optionsObject(value, 'retention'), ENDED_SETS, 'retention set');
-  for (const set of ENDED_SETS) {
-    const one = r[set as 'completed' | 'dead'];
-    if (one !== undefined)
-      knownKeys(optionsObject(one, `retention.${set}`), RETAIN_KEYS, `retention.${set} option`);
-  }
-  return r;
-}
 
 export class Queue<D = unknown, R = unknown> {
   /** The queue as the wire sees it; the runtime rooms (consumer, events, lanes...) take this. */
@@ -62,15 +46,11 @@ export class Queue<D = unknown, R = unknown> {
   /** Job schedulers (every / cron pattern / immediately): upsert, get, list, count, remove. */
   readonly schedulers: JobSchedulers;
   private readonly started = new Set<Consumer<D, R>>();
-  private batch: {
-    job: Admission;
-    durability: Replication | undefined;
-    resolve: (r: { id: string; status: EnqueueStatus }) => void;
-    reject: (e: unknown) => void;
-  }[] = [];
+  private readonly admissions: Admissions;
 
   constructor(connector: Connector, name: string, opts: QueueOptions = {}) {
     this.wire = new QueueWire(connector, name, queueLimits(opts));
+    this.admissions = new Admissions(this.wire);
     this.lanes = new Lanes(this.wire);
     this.repeat = new Repeat(this.wire);
     this.schedulers = new JobSchedulers(this.wire);
@@ -123,51 +103,7 @@ export class Queue<D = unknown, R = unknown> {
    * `deduplicated` with the kept job's id when `dedupe` kept another job.
    */
   async enqueue(data: D, opts?: EnqueueOptions): Promise<{ id: string; status: EnqueueStatus }> {
-    this.connector.assertOpen();
-    const { job, durability } = this.admitOptions(data, opts);
-    return new Promise<{ id: string; status: EnqueueStatus }>((resolve, reject) => {
-      if (this.batch.push({ job, durability, resolve, reject }) === 1) process.nextTick(() => this.flush());
-    });
-  }
-
-  /** One job's admission and the durability its call asks for (an option of the call, not the job). */
-  private admitOptions(data: D, opts: EnqueueOptions | undefined) {
-    const { durability, ...rest } = optionsObject(opts, 'enqueue options');
-    return { job: this.admission(data, rest), durability: this.durabilityFor(durability, 'enqueue') };
-  }
-
-  private flush(): void {
-    const batch = this.batch;
-    this.batch = [];
-    // A large tick's worth goes as two calls: Redis runs one while the replies of the other
-    // let callers add the next jobs (one call would leave one side idle each round trip).
-    // Calls that ask for replicas travel apart from those that do not (one WAIT per batch).
-    const durable = batch.filter((b) => b.durability);
-    if (durable.length > 0 && durable.length < batch.length) {
-      this.batch = batch.filter((b) => !b.durability);
-      this.flush();
-      this.batch = durable;
-      this.flush();
-      return;
-    }
-    const size = batch.length >= 64 ? Math.min(CHUNK, Math.ceil(batch.length / 2)) : CHUNK;
-    for (let i = 0; i < batch.length; i += size) {
-      const part = batch.slice(i, i + size);
-      verbs
-        .enqueue(
-          this.wire,
-          part.map((b) => b.job),
-          strictest(part.map((b) => b.durability)),
-        )
-        .then(
-          (statuses) => {
-            for (const [j, b] of part.entries()) b.resolve(statuses[j]!);
-          },
-          (err) => {
-            for (const b of part) b.reject(err);
-          },
-        );
-    }
+    return this.admissions.enqueue(data, opts);
   }
 
   /**
@@ -178,38 +114,7 @@ export class Queue<D = unknown, R = unknown> {
     items: readonly { data: D; opts?: EnqueueOptions }[],
     options?: { durability?: Durability | false },
   ): Promise<{ id: string; status: EnqueueStatus }[]> {
-    this.connector.assertOpen();
-    const { durability: asked } = knownKeys(
-      optionsObject(options, 'enqueueMany options'),
-      MANY_OPTIONS,
-      'enqueueMany option',
-    );
-    const durability = this.durabilityFor(asked, 'enqueueMany');
-    if (!Array.isArray(items)) {
-      throw new EchoMQError('EMQINPUT', 'enqueueMany takes an array of { data, opts? }');
-    }
-    // Refuse bad input before the wire.
-    const jobs = items.map((it) => {
-      if (typeof it !== 'object' || it === null) {
-        throw new EchoMQError('EMQINPUT', 'enqueueMany takes an array of { data, opts? }');
-      }
-      // A job option beside data ({ data, id }) would otherwise be dropped without a word.
-      knownKeys(it, MANY_ITEM_KEYS, 'enqueueMany item field', ' (job options go under opts)');
-      return this.admission(it.data, it.opts);
-    });
-    const out: { id: string; status: EnqueueStatus }[] = new Array(jobs.length);
-    let next = 0;
-    const lane = async () => {
-      while (next < jobs.length) {
-        const start = next;
-        next += CHUNK;
-        const part = jobs.slice(start, start + CHUNK);
-        const statuses = await verbs.enqueue(this.wire, part, durability);
-        for (const j of part.keys()) out[start + j] = statuses[j]!;
-      }
-    };
-    await Promise.all([lane(), lane()]);
-    return out;
+    return this.admissions.many(items, options);
   }
 
   /** Adds a job that becomes claimable at `runAtMs` (epoch ms, judged on the Redis server's clock). */
@@ -218,7 +123,7 @@ export class Queue<D = unknown, R = unknown> {
     runAtMs: number,
     opts?: EnqueueOptions,
   ): Promise<{ id: string; status: ScheduleStatus }> {
-    return this.schedule(data, 'at', wholeNumber(runAtMs, 'runAtMs', 0), opts);
+    return this.admissions.schedule(data, 'at', wholeNumber(runAtMs, 'runAtMs', 0), opts);
   }
 
   /** Adds a job that becomes claimable `delayMs` from now, measured on the Redis server's clock. */
@@ -227,24 +132,7 @@ export class Queue<D = unknown, R = unknown> {
     delayMs: number,
     opts?: EnqueueOptions,
   ): Promise<{ id: string; status: ScheduleStatus }> {
-    return this.schedule(data, 'in', wholeNumber(delayMs, 'delayMs', 0), opts);
-  }
-
-  private async schedule(
-    data: D,
-    mode: 'at' | 'in',
-    value: number,
-    opts?: EnqueueOptions,
-  ): Promise<{ id: string; status: ScheduleStatus }> {
-    this.connector.assertOpen();
-    const { job: j, durability } = this.admitOptions(data, opts);
-    if (j.lifo !== '') {
-      throw new EchoMQError(
-        'EMQINPUT',
-        'lifo applies to enqueue: a scheduled job is released by its priority',
-      );
-    }
-    return verbs.schedule(this.wire, j, mode, value, durability);
+    return this.admissions.schedule(data, 'in', wholeNumber(delayMs, 'delayMs', 0), opts);
   }
 
   // ── lookups ─────────────────────────────────────────────────────────────────
@@ -319,18 +207,7 @@ export class Queue<D = unknown, R = unknown> {
    */
   async retry(id: string): Promise<void> {
     assertJobId(id);
-    const [status] = await verbs.retry(this.wire, [id]);
-    if (status === 'EMQNOJOB') throw new EchoMQError('EMQNOJOB', `no job ${id} in queue ${this.name}`);
-    if (status === 'EMQSTATE') {
-      const state = await reads.jobState(this.wire, id);
-      throw new EchoMQError('EMQSTATE', `job ${id} is ${state}: only a job that ended can be retried`);
-    }
-    if (status === 'EMQDATA') {
-      throw new EchoMQError(
-        'EMQDATA',
-        `job ${id} has a prio, token or max that is not a whole number: correct or remove the field (see its error), then retry it`,
-      );
-    }
+    return retryOne(this.wire, id);
   }
 
   /**
@@ -340,66 +217,8 @@ export class Queue<D = unknown, R = unknown> {
    * that text (or matches that RegExp). Jobs that end again while it runs are not taken twice.
    * Resolves with how many were retried.
    */
-  async retryAll(
-    opts: {
-      state?: 'dead' | 'cancelled' | 'completed';
-      name?: string;
-      error?: string | RegExp;
-      batch?: number;
-      /** Called after every batch: jobs retried so far, of `total` found at the start. */
-      onProgress?: (progress: { retried: number; total: number }) => void;
-    } = {},
-  ): Promise<number> {
-    this.connector.assertOpen();
-    knownKeys(optionsObject(opts, 'retryAll options'), RETRY_ALL_OPTIONS, 'retryAll option');
-    const state = opts.state ?? 'dead';
-    if (state !== 'dead' && state !== 'cancelled' && state !== 'completed') {
-      throw new EchoMQError(
-        'EMQINPUT',
-        `retryAll state must be 'dead', 'cancelled' or 'completed', got ${showValue(state)}`,
-      );
-    }
-    if (opts.name !== undefined && typeof opts.name !== 'string') {
-      throw new EchoMQError('EMQINPUT', `retryAll name must be a string, got ${showValue(opts.name)}`);
-    }
-    const error = opts.error;
-    if (error !== undefined && typeof error !== 'string' && !(error instanceof RegExp)) {
-      throw new EchoMQError(
-        'EMQINPUT',
-        `retryAll error must be a string or a RegExp, got ${showValue(error)}`,
-      );
-    }
-    const filtered = opts.name !== undefined || error !== undefined;
-    const matches = (name: string | null, message: string | null) =>
-      (opts.name === undefined || name === opts.name) &&
-      (error === undefined ||
-        (message !== null && (typeof error === 'string' ? message.includes(error) : error.test(message))));
-    const batch = wholeNumber(opts.batch ?? 500, 'batch', 1, 10_000);
-    // The newest end at the start bounds the run: a job that ends again later scores above it.
-    const upTo = await reads.endedUpTo(this.wire, state);
-    if (upTo === null) return 0;
-    const { cutoff, total } = upTo;
-    let retried = 0;
-    let skip = 0; // members left in the set (another state, or filtered out); page past them
-    for (;;) {
-      let ids = await reads.endedPage(this.wire, state, cutoff, skip, batch);
-      if (ids.length === 0) break;
-      if (filtered) {
-        // The filter reads name and error beside the ids; retry still checks each state itself.
-        const rows = await reads.fieldsOf(this.wire, ids, 'name', 'error');
-        const kept = ids.filter((_, i) => matches(rows[i]![0]!, rows[i]![1]!));
-        skip += ids.length - kept.length;
-        ids = kept;
-        if (ids.length === 0) continue;
-      }
-      const statuses = await verbs.retry(this.wire, ids);
-      for (const s of statuses) {
-        if (s === 'OK') retried += 1;
-        else if (s === 'EMQSTATE' || s === 'EMQDATA') skip += 1;
-      }
-      opts.onProgress?.({ retried, total });
-    }
-    return retried;
+  async retryAll(opts: RetryAllOptions = {}): Promise<number> {
+    return retryAll(this.wire, opts);
   }
 
   // ── flow control ────────────────────────────────────────────────────────────
@@ -421,23 +240,7 @@ export class Queue<D = unknown, R = unknown> {
 
   /** Changes queue-wide settings (rate limit, retention, events cap); omitted ones stay. */
   async configure(options: QueueSettings): Promise<void> {
-    const settings = knownKeys(optionsObject(options, 'queue settings'), SETTINGS_KEYS, 'queue setting');
-    const fields: [verbs.SettingField, string][] = [];
-    const set = (field: verbs.SettingField, value: number | undefined, what: string, min: number) => {
-      if (value !== undefined) fields.push([field, String(wholeNumber(value, what, min))]);
-    };
-    if (settings.rateLimit !== undefined) {
-      const [max = '-', perMs = '-'] = rateSpec(settings.rateLimit, 'queue').split(':');
-      fields.push(['rate_max', max], ['rate_ms', perMs]);
-    }
-    const r = settings.retention === undefined ? undefined : retentionSettings(settings.retention);
-    set('keep_completed', r?.completed?.count, 'retention.completed.count', 0);
-    set('keep_completed_ms', r?.completed?.ageMs, 'retention.completed.ageMs', -1);
-    set('keep_dead', r?.dead?.count, 'retention.dead.count', 0);
-    set('keep_dead_ms', r?.dead?.ageMs, 'retention.dead.ageMs', -1);
-    set('events_max', settings.eventsMaxLen, 'eventsMaxLen', 1);
-    set('keep_ids_ms', settings.idempotencyMs, 'idempotencyMs', 0);
-    await verbs.configure(this.wire, fields);
+    return configure(this.wire, options);
   }
 
   /**
@@ -446,19 +249,7 @@ export class Queue<D = unknown, R = unknown> {
    * Resolves with how many were deleted; emits `cleaned` with the state and count.
    */
   async clean(opts: CleanOptions): Promise<number> {
-    const state = opts?.state;
-    if (state !== 'completed' && state !== 'dead' && state !== 'cancelled') {
-      throw new EchoMQError(
-        'EMQINPUT',
-        `clean state must be 'completed', 'dead' or 'cancelled', got ${showValue(state)}`,
-      );
-    }
-    return verbs.clean(
-      this.wire,
-      state,
-      wholeNumber(opts.olderThanMs ?? 0, 'olderThanMs', 0),
-      wholeNumber(opts.limit ?? 1000, 'limit', 1, 100_000),
-    );
+    return clean(this.wire, opts);
   }
 
   /**
@@ -568,14 +359,4 @@ export class Queue<D = unknown, R = unknown> {
       opts.expectedMs === undefined ? undefined : wholeNumber(opts.expectedMs, 'expectedMs', 0);
     return verbs.sweepStalled(this.wire, maxStalled, batch, expected);
   }
-}
-
-/** The most replicas any of a batch's calls asks for, and the longest wait; none when none asks. */
-function strictest(asked: (Replication | undefined)[]): Replication | undefined {
-  const some = asked.filter((a): a is Replication => a !== undefined);
-  if (some.length === 0) return undefined;
-  return {
-    replicas: Math.max(...some.map((a) => a.replicas)),
-    timeoutMs: Math.max(...some.map((a) => a.timeoutMs)),
-  };
 }

@@ -1,8 +1,9 @@
-// Emptying a queue: drain deletes the waiting jobs (pending and every lane, scheduled ones too
+// Emptying a queue: clean deletes ended jobs of one state, drain deletes the waiting jobs (pending and every lane, scheduled ones too
 // when asked), obliterate deletes every key of the queue. Both go in bounded batches, one script
 // call each, so Redis is never blocked for long, and report progress after every batch.
 import { knownKeys, wholeNumber } from './core/check.js';
-import { EchoMQError, optionsObject } from './core/errors.js';
+import { EchoMQError, optionsObject, showValue } from './core/errors.js';
+import type { CleanOptions } from './core/types.js';
 import type { QueueWire } from './wire/queue-wire.js';
 import { counts as stateCounts } from './wire/reads.js';
 import * as verbs from './wire/verbs/index.js';
@@ -76,4 +77,21 @@ export async function obliterate(q: QueueWire, options?: ObliterateOptions): Pro
   } while (cursor !== '0');
   await q.unlist();
   return deleted;
+}
+
+/** Deletes ended jobs of one state, oldest first (see Queue.clean); resolves with how many. */
+export async function clean(w: QueueWire, opts: CleanOptions): Promise<number> {
+  const state = opts?.state;
+  if (state !== 'completed' && state !== 'dead' && state !== 'cancelled') {
+    throw new EchoMQError(
+      'EMQINPUT',
+      `clean state must be 'completed', 'dead' or 'cancelled', got ${showValue(state)}`,
+    );
+  }
+  return verbs.clean(
+    w,
+    state,
+    wholeNumber(opts.olderThanMs ?? 0, 'olderThanMs', 0),
+    wholeNumber(opts.limit ?? 1000, 'limit', 1, 100_000),
+  );
 }
