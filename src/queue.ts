@@ -4,7 +4,7 @@
 
 import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
-import { knownKeys, wholeNumber } from './core/check.js';
+import { atLeast, knownKeys, wholeNumber } from './core/check.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId } from './core/ids.js';
 import type {
@@ -37,7 +37,7 @@ const CHUNK = 1000;
 const MANY_ITEM_KEYS = new Set(['data', 'opts']);
 const MANY_OPTIONS = new Set(['durability']);
 const RETRY_ALL_OPTIONS = new Set(['state', 'name', 'error', 'batch', 'onProgress']);
-const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs']);
+const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs', 'concurrency']);
 const ENDED_SETS = new Set(['completed', 'dead']);
 
 /** configure's retention, every level of it checked for unknown keys. */
@@ -454,7 +454,7 @@ export class Queue<D = unknown, R = unknown> {
     return (await this.connector.client.hget(this.keys.key('meta'), 'paused')) === '1';
   }
 
-  /** Changes queue-wide settings (rate limit, retention, events cap); omitted ones stay. */
+  /** Changes queue-wide settings (rate limit, retention, events cap, concurrency); omitted ones stay. */
   async configure(options: QueueSettings): Promise<void> {
     const settings = knownKeys(optionsObject(options, 'queue settings'), SETTINGS_KEYS, 'queue setting');
     const argv: string[] = [];
@@ -473,6 +473,12 @@ export class Queue<D = unknown, R = unknown> {
     set('keep_dead_ms', r?.dead?.ageMs, 'retention.dead.ageMs', -1);
     set('events_max', settings.eventsMaxLen, 'eventsMaxLen', 1);
     set('keep_ids_ms', settings.idempotencyMs, 'idempotencyMs', 0);
+    if (settings.concurrency === null) argv.push('concurrency', '-');
+    else if (settings.concurrency !== undefined)
+      argv.push(
+        'concurrency',
+        String(atLeast(settings.concurrency, 'concurrency', 1, 'null removes the cap')),
+      );
     if (argv.length > 0) await this.run('configure', argv);
   }
 
