@@ -95,7 +95,7 @@ export function checkSandbox(
   if (!existsSync(path) || !statSync(path).isFile()) {
     throw new EchoMQError(
       'EMQINPUT',
-      `the handler file ${path} does not exist (a relative path is resolved from the working directory ${process.cwd()})`,
+      `the handler file ${path} does not exist (a relative path is resolved from the working directory ${process.cwd()}); consume() takes a handler function, or the path of a handler file to run in sandboxes`,
     );
   }
   // Loading the file (what it exports) is checked in a process of its own: its top level
