@@ -121,6 +121,43 @@ int lane_done(Sweep *s, const QueueKeys *K, RedisModuleString *group) {
   return 0;
 }
 
+static int holds_slot(RedisModuleString *slot) { return slot && str_eq(str_of(slot), "1"); }
+
+int left_active_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *group, RedisModuleString *slot) {
+  if (holds_slot(slot)) {
+    if (!expect_type(s, K->meta, REDISMODULE_KEYTYPE_HASH)) return 0;
+    RedisModuleString *running = hash_field(s, K->meta, "running");
+    long long n;
+    if (running && !redis_integer(str_of(running), &n)) return refuse(s, "ERR hash value is not an integer");
+  }
+  return !group || lane_done_keys_ok(s, K, group);
+}
+
+int left_active(Sweep *s, const QueueKeys *K, RedisModuleString *jk, RedisModuleString *group, RedisModuleString *slot) {
+  int woke = 0;
+  if (holds_slot(slot)) {
+    RedisModuleCallReply *r = WRITE(s, "HDEL", "sc", jk, "slot");
+    if (!r) return 0;
+    RedisModule_FreeCallReply(r);
+    r = WRITE(s, "HINCRBY", "scl", K->meta, "running", -1LL);
+    if (!r) return 0;
+    long long running = reply_int(r);
+    RedisModule_FreeCallReply(r);
+    if (running <= 0) {
+      r = WRITE(s, "HDEL", "sc", K->meta, "running");
+      if (!r) return 0;
+      RedisModule_FreeCallReply(r);
+    }
+    /* Lua's tonumber(concurrency or '0') or 0: a malformed cap counts as none. */
+    double cap = 0;
+    RedisModuleString *c = hash_field(s, K->meta, "concurrency");
+    if (c && !lua_number(str_of(c), &cap)) cap = 0;
+    woke = cap > 0 && (double)(running + 1) >= cap;
+  }
+  if (group && lane_done(s, K, group)) woke = 1;
+  return woke;
+}
+
 void wake(Sweep *s, const QueueKeys *K) {
   RedisModuleCallReply *r = WRITE(s, "XADD", "scccccc", K->wake, "MAXLEN", "~", "100", "*", "w", "1");
   if (r) RedisModule_FreeCallReply(r);

@@ -239,8 +239,11 @@ static const char *end_reason(const Repeat *r, double count) {
 
 /* ── the hand-off ─────────────────────────────────────────────────────────── */
 
-static const char *const RECORD[] = {"repeat", "job", "count", "ended", "data", "name", "prio", "group", "max", "backoff", NULL};
-enum { REPEAT, JOB, COUNT, ENDED, DATA, NAME, PRIO, GROUP, MAX, BACKOFF, NFIELDS };
+static const char *const RECORD[] = {"repeat", "job", "count", "ended", "data", "name", "prio", "group", "max", "backoff", "ahead", NULL};
+enum { REPEAT, JOB, COUNT, ENDED, DATA, NAME, PRIO, GROUP, MAX, BACKOFF, AHEAD, NFIELDS };
+
+/* A lookahead left with fewer instants is listed for a runtime's top-up (the script's AHEAD_LOW). */
+#define AHEAD_LOW 4
 
 typedef struct {
   enum { NONE, RUNTIME, END, MAKE } kind; /* RUNTIME: the record waits for a runtime's hand-off */
@@ -249,7 +252,74 @@ typedef struct {
   RedisModuleString *rec[NFIELDS];
   double count, next_at;
   const char *reason;
+  /* A cron pattern's lookahead (ahead_list, ahead_next): what is left after next_at, as the
+   * text the script writes (the listed digit runs joined by one space), how many, the last. */
+  int pattern;
+  const char *rest;
+  size_t rest_n;
+  int left;
+  Str last;
 } Plan;
+
+/* P schedulers:topup, the cron schedulers whose lookahead runs low. */
+static RedisModuleString *topup_key(Sweep *s) { return key3(s, cstr("schedulers:topup"), cstr(""), cstr("")); }
+
+/* A digit run of the lookahead: its text and its value as tonumber reads it. */
+typedef struct {
+  Str text;
+  double at;
+} Instant;
+
+/* ahead_list + ahead_next: the record's lookahead after `at`, and the next occurrence at `now`
+ * from it (the hand-off rule over listed instants). 0 when the list cannot tell (RUNTIME). */
+static int ahead_plan(Sweep *s, Plan *f, double at) {
+  Str text = f->rec[AHEAD] ? str_of(f->rec[AHEAD]) : cstr("");
+  size_t cap = text.n / 2 + 1, n = 0;
+  Instant *list = RedisModule_Alloc(cap * sizeof(Instant));
+  for (size_t i = 0; i < text.n;) {
+    if (text.p[i] < '0' || text.p[i] > '9') {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.n && text.p[j] >= '0' && text.p[j] <= '9') j++;
+    Instant v = {{text.p + i, j - i}, 0};
+    if (lua_number(v.text, &v.at) && v.at > at) list[n++] = v;
+    i = j;
+  }
+  size_t pick = n;
+  double now = (double)s->now;
+  if (n > 0 && list[0].at >= now) pick = 0;
+  else if (n > 1 && list[1].at > now) pick = 0;
+  else
+    for (size_t i = 2; i < n; i++)
+      if (list[i].at > now) {
+        pick = i;
+        break;
+      }
+  if (pick == n) {
+    RedisModule_Free(list);
+    return 0;
+  }
+  f->next_at = list[pick].at;
+  f->left = (int)(n - pick - 1);
+  f->rest_n = 0;
+  for (size_t i = pick + 1; i < n; i++) f->rest_n += list[i].text.n + (i > pick + 1);
+  char *rest = RedisModule_Alloc(f->rest_n + 1);
+  size_t o = 0;
+  for (size_t i = pick + 1; i < n; i++) {
+    if (i > pick + 1) rest[o++] = ' ';
+    memcpy(rest + o, list[i].text.p, list[i].text.n);
+    o += list[i].text.n;
+  }
+  /* Copied into strings the context owns: the record's reply the list points into is freed. */
+  Str kept = str_of(RedisModule_CreateString(s->ctx, rest, f->rest_n));
+  f->rest = kept.p;
+  if (f->left > 0) f->last = str_of(RedisModule_CreateString(s->ctx, list[n - 1].text.p, list[n - 1].text.n));
+  RedisModule_Free(rest);
+  RedisModule_Free(list);
+  return 1;
+}
 
 /* What scheduler_follow would do for `id` now. With `check` (the read pass), the keys it reads
  * have their types and the options it computes with are numbers, or the call is refused. */
@@ -266,8 +336,9 @@ static int plan(Sweep *s, Str id, Plan *f, int check) {
   if (job.n != id.n || memcmp(job.p, id.p, id.n) != 0) return 1;
   Repeat r;
   f->kind = RUNTIME;
-  if (!parse_repeat(str_of(rec[REPEAT]), &r) || !r.table || r.pattern.t != J_ABSENT) return 1;
-  if (r.every.t != J_ABSENT && (r.every.t != J_NUMBER || r.every.n < 1)) return 1;
+  f->pattern = 0;
+  if (!parse_repeat(str_of(rec[REPEAT]), &r) || !r.table) return 1;
+  if (r.pattern.t == J_ABSENT && r.every.t != J_ABSENT && (r.every.t != J_NUMBER || r.every.n < 1)) return 1;
   f->kind = NONE;
   f->schedulers = key3(s, cstr("schedulers"), cstr(""), cstr(""));
   if (check && !expect_type(s, f->schedulers, REDISMODULE_KEYTYPE_ZSET)) return 0;
@@ -281,6 +352,19 @@ static int plan(Sweep *s, Str id, Plan *f, int check) {
   }
   if (score) RedisModule_FreeCallReply(score);
   if (!have_at || !lua_number(rec[COUNT] ? str_of(rec[COUNT]) : cstr("0"), &f->count)) return 1;
+  if (r.pattern.t != J_ABSENT) {
+    /* A cron pattern: its limit is the only option the script reads; the lookahead the rest. */
+    f->pattern = 1;
+    if (check && r.limit.t != J_ABSENT && r.limit.t != J_NUMBER)
+      return refuse(s, "ERR a job scheduler's repeat options hold a limit that is not a number");
+    if (r.limit.t != J_ABSENT && f->count >= r.limit.n) {
+      f->kind = END;
+      f->reason = "limit";
+      return 1;
+    }
+    f->kind = ahead_plan(s, f, at) ? MAKE : RUNTIME;
+    return 1;
+  }
   JVal numbers[] = {r.limit, r.start, r.end};
   for (int i = 0; check && i < 3; i++)
     if (numbers[i].t != J_ABSENT && numbers[i].t != J_NUMBER)
@@ -327,6 +411,8 @@ static Str occurrence_id(Sweep *s, char tag, Str sid, double at) {
 int follow_ok(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, Str id) {
   Plan f;
   if (!plan(s, id, &f, 1)) return 0;
+  if (f.pattern && (f.kind == MAKE || f.kind == END) && !expect_type(s, topup_key(s), REDISMODULE_KEYTYPE_ZSET))
+    return 0;
   if (f.kind != MAKE) return 1;
   return expect_type(s, schedule, REDISMODULE_KEYTYPE_ZSET) &&
          expect_type(s, K->events, REDISMODULE_KEYTYPE_STREAM) && expect_type(s, K->wake, REDISMODULE_KEYTYPE_STREAM);
@@ -391,14 +477,28 @@ int scheduler_follow(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, 
   Plan f;
   if (!plan(s, id, &f, 0) || f.kind == NONE) return 0;
   if (f.kind == RUNTIME) return 1;
+  RedisModuleCallReply *r;
   if (f.kind == MAKE) {
     scheduler_make(s, K, schedule, &f);
-    return 0;
+    if (!f.pattern) return 0;
+    r = f.rest_n > 0 ? WRITE(s, "HSET", "scb", f.record_key, "ahead", f.rest, f.rest_n)
+                     : WRITE(s, "HDEL", "sc", f.record_key, "ahead");
+    if (!r) return 0;
+    RedisModule_FreeCallReply(r);
+    if (f.left >= AHEAD_LOW) return 0;
+    Str last = f.left > 0 ? f.last : number_text(s, f.next_at);
+    r = WRITE(s, "ZADD", "sbb", topup_key(s), last.p, last.n, f.sid.p, f.sid.n);
+    if (r) RedisModule_FreeCallReply(r);
+    return 1;
   }
-  RedisModuleCallReply *r = WRITE(s, "HSET", "scc", f.record_key, "ended", f.reason);
+  r = WRITE(s, "HSET", "scc", f.record_key, "ended", f.reason);
   if (!r) return 0;
   RedisModule_FreeCallReply(r);
   r = WRITE(s, "ZADD", "scb", f.schedulers, "inf", f.sid.p, f.sid.n);
+  if (!r) return 0;
+  RedisModule_FreeCallReply(r);
+  if (!f.pattern) return 0;
+  r = WRITE(s, "ZREM", "sb", topup_key(s), f.sid.p, f.sid.n);
   if (r) RedisModule_FreeCallReply(r);
   return 0;
 }

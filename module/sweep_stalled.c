@@ -25,8 +25,8 @@ static int argv_ok(Sweep *s) {
                 "EMQINPUT sweep_stalled takes prefix max_stalled batch [expected_ms]: whole numbers >= 0, >= 1 and >= 0");
 }
 
-static const char *const ROW[] = {"state", "group", "prio", "cancel", "dedupe", "parent", "stalled", NULL};
-enum { STATE, GROUP, PRIO, CANCEL, DEDUPE, PARENT, STALLED };
+static const char *const ROW[] = {"state", "group", "prio", "cancel", "dedupe", "parent", "stalled", "slot", NULL};
+enum { STATE, GROUP, PRIO, CANCEL, DEDUPE, PARENT, STALLED, SLOT, NROW };
 
 static int is(RedisModuleString *v, const char *text) { return v && str_eq(str_of(v), text); }
 
@@ -42,7 +42,7 @@ static const char *bad_field(RedisModuleString **row, RedisModuleString **value)
  * but its own (a parent told of a child's end is waiting_children, not active; one found in
  * active anyway has its state read again at its turn). */
 static int member_ok(Sweep *s, const QueueKeys *K, RedisModuleString *jk, RedisModuleString **row, long long max_stalled) {
-  for (int f = 0; f < 7; f++) row[f] = NULL;
+  for (int f = 0; f < NROW; f++) row[f] = NULL;
   if (!expect_type(s, jk, REDISMODULE_KEYTYPE_HASH)) return 0;
   hash_fields(s, jk, ROW, row);
   int ok = 1;
@@ -50,12 +50,12 @@ static int member_ok(Sweep *s, const QueueKeys *K, RedisModuleString *jk, RedisM
   if (row[STATE] && !is(row[STATE], "active")) {
     ok = rehome_keys_ok(s, K, jk, row[STATE]);
   } else if (row[STATE] && bad_field(row, &bad)) {
-    ok = !row[GROUP] || lane_done_keys_ok(s, K, row[GROUP]);
+    ok = left_active_keys_ok(s, K, row[GROUP], row[SLOT]);
     if (ok) ok = quarantine_keys_ok(s, K, jk);
   } else if (row[STATE]) {
     long long stalled = 0;
     ok = expect_type(s, K->events, REDISMODULE_KEYTYPE_STREAM);
-    if (ok && row[GROUP]) ok = lane_done_keys_ok(s, K, row[GROUP]);
+    if (ok) ok = left_active_keys_ok(s, K, row[GROUP], row[SLOT]);
     if (ok && row[STALLED] && !redis_integer(str_of(row[STALLED]), &stalled))
       ok = refuse(s, "ERR hash value is not an integer");
     if (ok && is(row[CANCEL], "1"))
@@ -98,11 +98,11 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return refuse(s, "ERR the active set could not be read"), REDISMODULE_OK;
   size_t n = RedisModule_CallReplyLength(expired);
   RedisModuleString **jks = RedisModule_Alloc(sizeof(*jks) * (n + 1));
-  RedisModuleString **rows = RedisModule_Alloc(sizeof(*rows) * 7 * (n + 1));
+  RedisModuleString **rows = RedisModule_Alloc(sizeof(*rows) * NROW * (n + 1));
   int ok = 1;
   for (size_t i = 0; i < n && ok; i++) {
     jks[i] = job_key(s, member_at(expired, i));
-    ok = member_ok(s, &K, jks[i], rows + 7 * i, max_stalled);
+    ok = member_ok(s, &K, jks[i], rows + NROW * i, max_stalled);
   }
   if (!ok || !expect_type(s, K.pending, REDISMODULE_KEYTYPE_ZSET)) {
     RedisModule_Free(jks);
@@ -137,7 +137,7 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   remove_members(s, s->key[ACTIVE], expired);
   for (size_t i = 0; i < n && !s->failure; i++) {
     Str id = member_at(expired, i);
-    RedisModuleString *jk = jks[i], **row = rows + 7 * i;
+    RedisModuleString *jk = jks[i], **row = rows + NROW * i;
     RedisModuleCallReply *r;
     RedisModuleString *bad;
     const char *field;
@@ -147,10 +147,10 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
        * (dead, or released to pending), and the script re-homes what the row says at its turn. */
       if (rehome(s, &K, jk, id, hash_field(s, jk, "state"), &pending_card)) woke = 1;
     } else if (row[STATE] && (field = bad_field(row, &bad))) {
-      if (row[GROUP] && lane_done(s, &K, row[GROUP])) woke = 1;
+      if (left_active(s, &K, jk, row[GROUP], row[SLOT])) woke = 1;
       if (!s->failure && quarantine(s, &K, jk, id, field, str_of(bad), &pending_card)) woke = 1;
     } else if (row[STATE]) {
-      if (row[GROUP] && lane_done(s, &K, row[GROUP])) woke = 1;
+      if (left_active(s, &K, jk, row[GROUP], row[SLOT])) woke = 1;
       r = WRITE(s, "HINCRBY", "scl", jk, "stalled", 1LL);
       if (!r) break;
       long long stalled = reply_int(r);

@@ -4,8 +4,9 @@
 
 import { Admissions } from './admit.js';
 import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
+import { handlerFor, type SandboxConsumeOptions } from './consumer/sandbox/consume.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
-import { knownKeys, wholeNumber } from './core/check.js';
+import { atLeast, knownKeys, wholeNumber } from './core/check.js';
 import { EchoMQError, optionsObject, showValue } from './core/errors.js';
 import { assertJobId } from './core/ids.js';
 import type {
@@ -238,7 +239,7 @@ export class Queue<D = unknown, R = unknown> {
     return reads.isPaused(this.wire);
   }
 
-  /** Changes queue-wide settings (rate limit, retention, events cap); omitted ones stay. */
+  /** Changes queue-wide settings (rate limit, retention, events cap, concurrency); omitted ones stay. */
   async configure(options: QueueSettings): Promise<void> {
     return configure(this.wire, options);
   }
@@ -272,12 +273,25 @@ export class Queue<D = unknown, R = unknown> {
 
   // ── processing and watching ─────────────────────────────────────────────────
 
-  /** Starts a consumer running `handler` over this queue's jobs. See ConsumeOptions. */
-  consume(handler: Handler<D, R>, opts?: ConsumeOptions): Consumer<D, R> {
+  /**
+   * Starts a consumer running `handler` over this queue's jobs. See ConsumeOptions. A handler
+   * file's path instead runs it in sandboxes (child processes or worker threads: `sandbox`).
+   */
+  consume(handler: Handler<D, R> | string, opts?: ConsumeOptions & SandboxConsumeOptions): Consumer<D, R> {
     this.connector.assertOpen();
-    const consumer = new Consumer<D, R>(this, handler, opts);
+    const run = handlerFor(handler, opts);
+    let consumer: Consumer<D, R>;
+    try {
+      consumer = new Consumer<D, R>(this, run.handler, run.options);
+    } catch (err) {
+      run.pool?.close();
+      throw err;
+    }
     this.started.add(consumer);
-    consumer.once('closed', () => this.started.delete(consumer));
+    consumer.once('closed', () => {
+      this.started.delete(consumer);
+      run.pool?.close();
+    });
     return consumer.start();
   }
 

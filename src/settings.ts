@@ -1,7 +1,7 @@
 // Queue-wide settings (configure): the rate limit, retention of ended jobs, the events cap and
 // the idempotency window, each checked (unknown keys refused at every level), then written by one
 // configure call; omitted settings stay.
-import { knownKeys, wholeNumber } from './core/check.js';
+import { atLeast, knownKeys, wholeNumber } from './core/check.js';
 import { optionsObject } from './core/errors.js';
 import type { QueueSettings } from './core/types.js';
 import { rateSpec } from './lanes.js';
@@ -9,7 +9,7 @@ import { RETAIN_KEYS } from './wire/admission.js';
 import type { QueueWire } from './wire/queue-wire.js';
 import * as verbs from './wire/verbs/index.js';
 
-const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs']);
+const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs', 'concurrency']);
 const ENDED_SETS = new Set(['completed', 'dead']);
 
 /** configure's retention, every level of it checked for unknown keys. */
@@ -23,7 +23,7 @@ function retentionSettings(value: NonNullable<QueueSettings['retention']>): Queu
   return r;
 }
 
-/** Changes queue-wide settings; omitted ones stay. */
+/** Changes queue-wide settings (rate limit, retention, events cap, concurrency); omitted ones stay. */
 export async function configure(w: QueueWire, options: QueueSettings): Promise<void> {
   const settings = knownKeys(optionsObject(options, 'queue settings'), SETTINGS_KEYS, 'queue setting');
   const fields: [verbs.SettingField, string][] = [];
@@ -41,5 +41,11 @@ export async function configure(w: QueueWire, options: QueueSettings): Promise<v
   set('keep_dead_ms', r?.dead?.ageMs, 'retention.dead.ageMs', -1);
   set('events_max', settings.eventsMaxLen, 'eventsMaxLen', 1);
   set('keep_ids_ms', settings.idempotencyMs, 'idempotencyMs', 0);
+  if (settings.concurrency === null) fields.push(['concurrency', '-']);
+  else if (settings.concurrency !== undefined)
+    fields.push([
+      'concurrency',
+      String(atLeast(settings.concurrency, 'concurrency', 1, 'null removes the cap')),
+    ]);
   await verbs.configure(w, fields);
 }

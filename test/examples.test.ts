@@ -46,6 +46,8 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
     ['tagged billing: invoice', 'ran: ping, invoice, breaking, old news', 'completed kept: 3'],
   ],
   ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
+  // Shown in the README's "Workers" section, which follows "Flow control".
+  ['examples/sandbox.ts', ['checksum: 3b2d9ab4b38f', 'log: hashed 100000 times']],
   // Shown in the README's "Recurring jobs" section, which follows "Flow control".
   [
     'examples/recurring.ts',

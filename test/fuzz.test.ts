@@ -503,6 +503,7 @@ describe('public verbs refuse hostile input with a typed error, or do something 
                 fc.record({ completed: count, dead: count }, { requiredKeys: [] }),
               ),
               eventsMaxLen: hostile,
+              concurrency: hostile,
             },
             { requiredKeys: [] },
           ),
@@ -526,7 +527,7 @@ describe('public verbs refuse hostile input with a typed error, or do something 
       { numRuns: RUNS },
     );
     // The queue still works after all of it.
-    await q.configure({ eventsMaxLen: 10_000, rateLimit: null });
+    await q.configure({ eventsMaxLen: 10_000, rateLimit: null, concurrency: null });
     const { id } = await q.enqueue({ after: true });
     expect((await q.get(id))?.state).toBe('pending');
   });
@@ -836,6 +837,8 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
     cancel: fc.tuple(prefix, ids()),
     remove: fc.tuple(prefix, ids()),
     handback: fc.tuple(prefix, times(fc.tuple(ids(), tok), 0, 2)).map(([p, rest]) => [p, ...rest]),
+    snooze: fc.tuple(prefix, ids(), tok, num('1000', '0', '-1', '1.5')),
+    rate_limit: fc.tuple(prefix, ids(), tok, num('1000', '0', '-1', '1.5')),
     progress: fc.tuple(ids(), tok, field('50', '{"a":1}')),
     register: fc.tuple(
       field('r1', 'tick'),
@@ -884,6 +887,7 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
           'keep_completed_ms',
           'keep_dead',
           'keep_dead_ms',
+          'concurrency',
         ),
         num('-', '0', '5', '-1', '100'),
       ),
@@ -926,6 +930,8 @@ function jobOf(name: string, argv: Arg[]): string | undefined {
     reschedule: 1,
     reprioritize: 1,
     update_data: 1,
+    snooze: 1,
+    rate_limit: 1,
   }[name];
   if (at === undefined) return undefined;
   return String(argv[at] ?? 'JOBnone');

@@ -252,7 +252,7 @@ describe('enqueue', () => {
     const bad: [unknown, string][] = [
       [
         { eventsMax: 5 },
-        'unknown queue setting "eventsMax"; known: rateLimit, retention, eventsMaxLen, idempotencyMs',
+        'unknown queue setting "eventsMax"; known: rateLimit, retention, eventsMaxLen, idempotencyMs, concurrency',
       ],
       [{ retention: { failed: { count: 1 } } }, 'unknown retention set "failed"; known: completed, dead'],
       [{ retention: { dead: { age: 1 } } }, 'unknown retention.dead option "age"; known: count, ageMs'],

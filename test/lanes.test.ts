@@ -361,12 +361,12 @@ describe('lane rate limit', () => {
       Promise.all(ids.map(async (j) => (await q.get(j.id))!.startedAt!));
     const apiStarts = await startedOf(api);
     expect(busiestWindow(apiStarts, 200)).toBeLessThanOrEqual(5);
-    // 20 jobs at 5 per 200 ms: the last starts in the fourth window, not much later.
-    const span = Math.max(...apiStarts) - Math.min(...apiStarts);
-    expect(span).toBeGreaterThanOrEqual(600);
-    expect(span).toBeLessThan(1500);
+    // 20 jobs at 5 per 200 ms: the last starts in the fourth window or later.
+    expect(Math.max(...apiStarts) - Math.min(...apiStarts)).toBeGreaterThanOrEqual(600);
+    // The db lane is not held behind the api lane's windows: all of it starts before the api
+    // lane's last window opens (an order on the server clock, not a duration).
     const dbStarts = await startedOf(other);
-    expect(Math.max(...dbStarts) - Math.min(...apiStarts)).toBeLessThan(200);
+    expect(Math.max(...dbStarts)).toBeLessThan([...apiStarts].sort((x, y) => x - y)[15]!);
     await expectLanesConsistent();
   });
 
@@ -382,13 +382,15 @@ describe('lane rate limit', () => {
     await within(Promise.all(cs.map((c) => c.idle())), 3000, 'idle consumers');
     calls.length = 0;
     const done = completions(cs, 8);
-    const t0 = performance.now();
     await q.enqueueMany(Array.from({ length: 8 }, (_, i) => ({ data: i, opts: { group: 'api' } })));
-    await within(done, 5000, '8 rate-limited jobs');
-    const ms = performance.now() - t0;
-    // 8 jobs at 2 per 250 ms: four windows, so at least 750 ms, and no beat-long (10 s) stalls.
-    expect(ms).toBeGreaterThanOrEqual(700);
-    expect(ms).toBeLessThan(2500);
+    const ids = await within(done, 9000, '8 rate-limited jobs before a 10 s beat');
+    // Started on the server clock: 2 per 250 ms, so four windows; each window reopening woke a
+    // parked consumer (a timer), not its 10 s beat: the last starts well inside one beat.
+    const starts = await Promise.all(ids.map(async (id) => (await q.get(id))!.startedAt!));
+    expect(busiestWindow(starts, 250)).toBeLessThanOrEqual(2);
+    const span = Math.max(...starts) - Math.min(...starts);
+    expect(span).toBeGreaterThanOrEqual(750);
+    expect(span).toBeLessThan(5000);
     // A polling consumer would make hundreds of calls in that time; parked ones make a few a window.
     const claims = calls.filter((v) => v === 'claim' || v === 'complete').length;
     expect(claims).toBeLessThan(40);

@@ -336,17 +336,18 @@ describe('the hand-off', () => {
     expect((await q.schedulers.get('race'))!.iterationCount).toBe(2);
   });
 
-  it('a cron scheduler is handed off by the runtime: callers racing on one released occurrence advance it once', async () => {
+  it('a cron scheduler without a lookahead is handed off by the runtime: callers racing on one released occurrence advance it once', async () => {
     const other = await EchoMQ.connect({ url: env.server.url });
     others.push(other);
     const q2 = other.queue(name);
     await q.schedulers.upsert('cron', { pattern: '0 9 * * *', immediately: true });
+    await raw.hdel(key('scheduler:cron'), 'ahead'); // as a runtime that lists none writes it
     await poll(
       () => q.promote(),
       (n) => n > 0,
       'promoted',
     );
-    expect(await scheduled('cron')).toEqual([]); // promote does not compute cron
+    expect(await scheduled('cron')).toEqual([]); // promote does not compute cron, only uses a lookahead
     const results = await Promise.all([
       q.schedulers.advance(),
       q2.schedulers.advance(),
@@ -396,12 +397,13 @@ describe('the hand-off', () => {
     expect((await scheduled('retry')).sort()).toEqual([r.jobId, next].sort());
   });
 
-  it('a cron occurrence retrying in backoff counts as released for the runtime hand-off', async () => {
+  it('a cron occurrence (without a lookahead) retrying in backoff counts as released for the runtime hand-off', async () => {
     const r = await q.schedulers.upsert(
       'cronretry',
       { pattern: '0 9 * * *', immediately: true },
       { opts: { attempts: 3 } },
     );
+    await raw.hdel(key('scheduler:cronretry'), 'ahead');
     await poll(
       () => q.promote(),
       (n) => n > 0,
@@ -418,6 +420,7 @@ describe('the hand-off', () => {
 
   it('leaves alone a scheduler whose stored options this runtime cannot compute (another dialect)', async () => {
     const r = await q.schedulers.upsert('foreign', { pattern: '0 9 * * *', immediately: true });
+    await raw.hdel(key('scheduler:foreign'), 'ahead'); // another runtime's record: no lookahead of ours
     await poll(
       () => q.promote(),
       (n) => n > 0,

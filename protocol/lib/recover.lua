@@ -13,15 +13,15 @@ local function recover(p, K, batch, now, emax, max_stalled)
   for _, id in ipairs(expired) do
     redis.call('ZREM', K.active, id)
     local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel', 'dedupe', 'parent', 'stalled')
+    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel', 'dedupe', 'parent', 'stalled', 'slot')
     local field, value = bad_number(row, RECOVER_NUMBERS)
     if row[1] ~= 'active' then
       if rehome(p, K, id, row[1], now, emax) then woke = true end
     elseif field then
-      if row[2] and lane_done(p, K, row[2]) then woke = true end
+      if left_active(p, K, jk, row[2], row[8]) then woke = true end
       if quarantine(p, K, id, field, value, now, emax) then woke = true end
     else
-      if row[2] and lane_done(p, K, row[2]) then woke = true end
+      if left_active(p, K, jk, row[2], row[8]) then woke = true end
       local stalled = redis.call('HINCRBY', jk, 'stalled', 1)
       local ended = nil
       if row[4] == '1' then

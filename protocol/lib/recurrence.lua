@@ -77,35 +77,84 @@ local function end_reason(r, count)
   return 'done'
 end
 
+-- A cron scheduler's lookahead, the record's `ahead`: the instants that follow its current
+-- occurrence, ascending, as decimal ms separated by spaces. Cron lives above the wire, so a
+-- runtime computes them (upsert, its hand-off, a top-up) and promote takes the next one from
+-- them: no cron slot waits for a runtime's hand-off. When fewer than AHEAD_LOW are left, the
+-- scheduler is listed in P schedulers:topup (scored by its lookahead's last instant) for a
+-- runtime's recurrence leg to top it up (updateJobScheduler 'more').
+local AHEAD_LOW = 4
+
+-- The lookahead's instants after `after` (older ones are stale: made, or skipped), as text.
+local function ahead_list(text, after)
+  local out = {}
+  for v in string.gmatch(text or '', '%d+') do
+    if tonumber(v) > after then out[#out + 1] = v end
+  end
+  return out
+end
+
+-- Which listed instant is the next occurrence at `now`: the hand-off rule (section 15) over
+-- the instants a runtime listed. The first; the first although it passed when the second has
+-- not (late by less than a period: it runs at once, nothing skipped); else (two or more
+-- missed: an outage) the first listed instant after now. nil when the list cannot tell (empty;
+-- only one, passed; every one passed): a runtime's hand-off decides then, as without a list.
+local function ahead_next(list, now)
+  if not list[1] then return nil end
+  if tonumber(list[1]) >= now then return 1 end
+  if not list[2] then return nil end
+  if tonumber(list[2]) > now then return 1 end
+  for i = 3, #list do
+    if tonumber(list[i]) > now then return i end
+  end
+  return nil
+end
+
 -- The hand-off in the script that releases an occurrence (promote): when `id` is a scheduler's
 -- current occurrence, make the next one now, before this one runs, so no slot waits for a
--- runtime. Done here for `every` and `immediately` (arithmetic on the record's `repeat`); a
--- cron pattern, or options this script cannot read, are left to a runtime's hand-off
--- (getJobScheduler due, updateJobScheduler), which the record then still waits for: true then,
--- so the caller can tell a runtime to hand off at once.
+-- runtime. For `every` and `immediately` by arithmetic on the record's `repeat`; for a cron
+-- pattern from the record's lookahead. When neither can tell (options this script cannot
+-- read, a pattern without a usable lookahead), the record waits for a runtime's hand-off
+-- (getJobScheduler due, updateJobScheduler). True when a runtime should act at once: that
+-- hand-off, or a lookahead running low.
 local function scheduler_follow(p, K, id, now, emax)
   if string.sub(id, 14, 16) ~= ':s:' then return false end
   local sid = string.sub(id, 17)
-  local rec = redis.call('HMGET', p .. 'scheduler:' .. sid, 'repeat', 'job', 'count', 'ended', 'data', 'name',
-    'prio', 'group', 'max', 'backoff')
+  local sk = p .. 'scheduler:' .. sid
+  local rec = redis.call('HMGET', sk, 'repeat', 'job', 'count', 'ended', 'data', 'name', 'prio', 'group', 'max',
+    'backoff', 'ahead')
   if not rec[1] or rec[2] ~= id or rec[4] then return false end
   local ok, r = pcall(cjson.decode, rec[1])
-  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return true end
-  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return true end
+  if not ok or type(r) ~= 'table' then return true end
+  if r.pattern == nil and r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return true end
   local schedulers = p .. 'schedulers'
   local at = tonumber(redis.call('ZSCORE', schedulers, sid) or '')
   local count = tonumber(rec[3] or '0')
   if not at or not count then return false end
-  local next_at
-  if r.every then next_at = every_next(r, at, count, now) end
+  local next_at, rest
+  if r.pattern ~= nil then
+    if not (r.limit and count >= r.limit) then
+      local list = ahead_list(rec[11], at)
+      local i = ahead_next(list, now)
+      if not i then return true end
+      next_at, rest = tonumber(list[i]), { unpack(list, i + 1) }
+    end
+  elseif r.every then
+    next_at = every_next(r, at, count, now)
+  end
   if not next_at then
-    redis.call('HSET', p .. 'scheduler:' .. sid, 'ended', end_reason(r, count))
+    redis.call('HSET', sk, 'ended', end_reason(r, count))
     redis.call('ZADD', schedulers, 'inf', sid)
+    if r.pattern ~= nil then redis.call('ZREM', schedulers .. ':topup', sid) end
     return false
   end
   scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
     emax)
-  return false
+  if not rest then return false end
+  if rest[1] then redis.call('HSET', sk, 'ahead', table.concat(rest, ' ')) else redis.call('HDEL', sk, 'ahead') end
+  if #rest >= AHEAD_LOW then return false end
+  redis.call('ZADD', schedulers .. ':topup', rest[#rest] or next_at, sid)
+  return true
 end
 
 -- Repeat cadences (register, pump). A record P repeat:<name> (every_ms, template, catch_up,

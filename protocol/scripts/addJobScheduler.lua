@@ -1,6 +1,6 @@
 -- addJobScheduler: create or change a scheduler, keeping exactly one upcoming occurrence for it.
 -- KEYS: schedulers schedule events wake meta
--- ARGV: prefix id repeat name data prio group max backoff next expected_job count ended
+-- ARGV: prefix id repeat name data prio group max backoff next expected_job count ended [ahead]
 --   id: the scheduler id (1-200 characters, no braces, whitespace or control characters);
 --   repeat: the repeat options as canonical JSON, compared as text to tell a change;
 --   name data prio group max backoff: the template every occurrence is written with (the
@@ -9,14 +9,17 @@
 --   server's now (getJobScheduler's reply) with `count` runs made; '' when there is none;
 --   expected_job: the record's job as the caller read it ('' when none), a compare-and-set;
 --   count: the runs the caller computed with (the record's count, less one when a waiting
---   occurrence is to be replaced); ended: why there is no run ('limit', 'endDate', 'done')
+--   occurrence is to be replaced); ended: why there is no run ('limit', 'endDate', 'done');
+--   ahead: for a cron pattern, its lookahead (the instants after `next`, decimal ms, ascending,
+--   separated by spaces; see lib/recurrence.lua), stored as the record's `ahead` for a created
+--   or replaced scheduler ('' or absent: none)
 -- REPLY: {status, next or '', occurrence id or ''}, status: 'created' (a new scheduler);
 --   'replaced' (the repeat options changed: the waiting occurrence was removed, the new one
 --   made); 'updated' (same repeat options: the template is stored and written onto the
 --   waiting occurrence, which keeps its id and instant, so re-upserting on every start
 --   neither duplicates nor postpones a run); 'ended' (stored with no upcoming occurrence);
 --   'stale' (the record changed since the caller read it: nothing written; read, call again)
--- ERRORS: EMQINPUT next not a whole number >= 0
+-- ERRORS: EMQINPUT next not a whole number >= 0; ahead not whole numbers
 -- EVENTS: removed (id, prev) for a replaced waiting occurrence; delayed (id, name, at) for a
 --   created one. Wakes: 'w s' when the created occurrence is the schedule's new earliest, and
 --   'w r' (recurrence changed: run the recurrence leg) for a created, replaced or ended one.
@@ -38,9 +41,10 @@ local function refuse(script, expects)
 end
 -- <<< lib/args.lua
 if #ARGV < 13 or (ARGV[10] ~= '' and not whole(ARGV[10], 0)) or (ARGV[6] ~= '' and not whole(ARGV[6], 0))
-    or (ARGV[8] ~= '' and not whole(ARGV[8], 1)) then
+    or (ARGV[8] ~= '' and not whole(ARGV[8], 1)) or (ARGV[14] and not string.match(ARGV[14], '^[%d ]*$')) then
   return refuse('addJobScheduler', 'prefix id repeat name data prio group max backoff next expected_job count '
-    .. 'ended; next epoch ms or empty, prio a whole number >= 0, max empty or >= 1')
+    .. 'ended [ahead]; next epoch ms or empty, prio a whole number >= 0, max empty or >= 1, ahead epoch ms '
+    .. 'separated by spaces')
 end
 -- >>> lib/recurrence.lua
 -- Recurrence: the id of an occurrence is derived from what it is an occurrence of and its
@@ -122,35 +126,84 @@ local function end_reason(r, count)
   return 'done'
 end
 
+-- A cron scheduler's lookahead, the record's `ahead`: the instants that follow its current
+-- occurrence, ascending, as decimal ms separated by spaces. Cron lives above the wire, so a
+-- runtime computes them (upsert, its hand-off, a top-up) and promote takes the next one from
+-- them: no cron slot waits for a runtime's hand-off. When fewer than AHEAD_LOW are left, the
+-- scheduler is listed in P schedulers:topup (scored by its lookahead's last instant) for a
+-- runtime's recurrence leg to top it up (updateJobScheduler 'more').
+local AHEAD_LOW = 4
+
+-- The lookahead's instants after `after` (older ones are stale: made, or skipped), as text.
+local function ahead_list(text, after)
+  local out = {}
+  for v in string.gmatch(text or '', '%d+') do
+    if tonumber(v) > after then out[#out + 1] = v end
+  end
+  return out
+end
+
+-- Which listed instant is the next occurrence at `now`: the hand-off rule (section 15) over
+-- the instants a runtime listed. The first; the first although it passed when the second has
+-- not (late by less than a period: it runs at once, nothing skipped); else (two or more
+-- missed: an outage) the first listed instant after now. nil when the list cannot tell (empty;
+-- only one, passed; every one passed): a runtime's hand-off decides then, as without a list.
+local function ahead_next(list, now)
+  if not list[1] then return nil end
+  if tonumber(list[1]) >= now then return 1 end
+  if not list[2] then return nil end
+  if tonumber(list[2]) > now then return 1 end
+  for i = 3, #list do
+    if tonumber(list[i]) > now then return i end
+  end
+  return nil
+end
+
 -- The hand-off in the script that releases an occurrence (promote): when `id` is a scheduler's
 -- current occurrence, make the next one now, before this one runs, so no slot waits for a
--- runtime. Done here for `every` and `immediately` (arithmetic on the record's `repeat`); a
--- cron pattern, or options this script cannot read, are left to a runtime's hand-off
--- (getJobScheduler due, updateJobScheduler), which the record then still waits for: true then,
--- so the caller can tell a runtime to hand off at once.
+-- runtime. For `every` and `immediately` by arithmetic on the record's `repeat`; for a cron
+-- pattern from the record's lookahead. When neither can tell (options this script cannot
+-- read, a pattern without a usable lookahead), the record waits for a runtime's hand-off
+-- (getJobScheduler due, updateJobScheduler). True when a runtime should act at once: that
+-- hand-off, or a lookahead running low.
 local function scheduler_follow(p, K, id, now, emax)
   if string.sub(id, 14, 16) ~= ':s:' then return false end
   local sid = string.sub(id, 17)
-  local rec = redis.call('HMGET', p .. 'scheduler:' .. sid, 'repeat', 'job', 'count', 'ended', 'data', 'name',
-    'prio', 'group', 'max', 'backoff')
+  local sk = p .. 'scheduler:' .. sid
+  local rec = redis.call('HMGET', sk, 'repeat', 'job', 'count', 'ended', 'data', 'name', 'prio', 'group', 'max',
+    'backoff', 'ahead')
   if not rec[1] or rec[2] ~= id or rec[4] then return false end
   local ok, r = pcall(cjson.decode, rec[1])
-  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return true end
-  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return true end
+  if not ok or type(r) ~= 'table' then return true end
+  if r.pattern == nil and r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return true end
   local schedulers = p .. 'schedulers'
   local at = tonumber(redis.call('ZSCORE', schedulers, sid) or '')
   local count = tonumber(rec[3] or '0')
   if not at or not count then return false end
-  local next_at
-  if r.every then next_at = every_next(r, at, count, now) end
+  local next_at, rest
+  if r.pattern ~= nil then
+    if not (r.limit and count >= r.limit) then
+      local list = ahead_list(rec[11], at)
+      local i = ahead_next(list, now)
+      if not i then return true end
+      next_at, rest = tonumber(list[i]), { unpack(list, i + 1) }
+    end
+  elseif r.every then
+    next_at = every_next(r, at, count, now)
+  end
   if not next_at then
-    redis.call('HSET', p .. 'scheduler:' .. sid, 'ended', end_reason(r, count))
+    redis.call('HSET', sk, 'ended', end_reason(r, count))
     redis.call('ZADD', schedulers, 'inf', sid)
+    if r.pattern ~= nil then redis.call('ZREM', schedulers .. ':topup', sid) end
     return false
   end
   scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
     emax)
-  return false
+  if not rest then return false end
+  if rest[1] then redis.call('HSET', sk, 'ahead', table.concat(rest, ' ')) else redis.call('HDEL', sk, 'ahead') end
+  if #rest >= AHEAD_LOW then return false end
+  redis.call('ZADD', schedulers .. ':topup', rest[#rest] or next_at, sid)
+  return true
 end
 
 -- Repeat cadences (register, pump). A record P repeat:<name> (every_ms, template, catch_up,
@@ -279,8 +332,10 @@ if not rec[1] then redis.call('HSET', sk, 'created', now) end
 local function changed()
   redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 'r')
 end
+redis.call('ZREM', K.schedulers .. ':topup', sid)
 if not next_at then
   redis.call('HSET', sk, 'ended', ARGV[13] ~= '' and ARGV[13] or 'done')
+  redis.call('HDEL', sk, 'ahead')
   redis.call('ZADD', K.schedulers, 'inf', sid)
   changed()
   return { 'ended', '', cur }
@@ -294,5 +349,7 @@ end
 local _, id = scheduler_make(p, K, K.schedulers, sid, { ARGV[5], opt(ARGV[4]), opt(ARGV[6], '0'), opt(ARGV[7]),
   opt(ARGV[8]), opt(ARGV[9]) }, count, next_at, now, emax)
 redis.call('HDEL', sk, 'ended')
+local ahead = ahead_list(ARGV[14], next_at)
+if ahead[1] then redis.call('HSET', sk, 'ahead', table.concat(ahead, ' ')) else redis.call('HDEL', sk, 'ahead') end
 changed()
 return { status, next_at, id }

@@ -91,6 +91,25 @@ local function lane_done(p, K, group)
   return false
 end
 
+-- A job left active (complete, fail, recovery, handback, snooze, rate_limit): free its lane
+-- slot and, when its claim took a queue-wide slot (row field `slot` = 1, written by a claim
+-- under meta `concurrency`), that slot: meta `running` - 1 (removed at 0) and the row's mark
+-- removed, so a slot is given back once per claim (callers are fenced by the lease token).
+-- True when that made claimable work appear: a freed lane offered to an empty ring, or a
+-- queue that was at its cap (parked consumers claim again; spurious when nothing waits).
+local function left_active(p, K, jk, group, slot)
+  local woke = false
+  if slot == '1' then
+    redis.call('HDEL', jk, 'slot')
+    local running = redis.call('HINCRBY', K.meta, 'running', -1)
+    if running <= 0 then redis.call('HDEL', K.meta, 'running') end
+    local cap = tonumber(redis.call('HGET', K.meta, 'concurrency') or '0') or 0
+    woke = cap > 0 and running + 1 >= cap
+  end
+  if group and lane_done(p, K, group) then woke = true end
+  return woke
+end
+
 -- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
 -- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
 -- stream keeps ~100 so a consumer reading after its last id sees every kind since.
@@ -329,6 +348,11 @@ end
 -- Rate limits are sliding logs of claim instants (the queue's in `limiter`, a lane's in
 -- `lanes:log:<group>`): at most max claims in any window of per ms, so no burst at edges.
 -- A lane over its limit leaves the ring for `lanes:limited`, scored by when it may run again.
+-- A queue-wide cap (meta `concurrency`) lets a claim take at most concurrency - running jobs;
+-- each taken row is marked `slot` 1 and meta `running` counts them (lib/lanes.lua left_active
+-- gives each back once). A handler's rate limit (rate_limit.lua) holds the whole queue (meta
+-- `held_until`: nothing is claimed before it, wait_ms says when) or one lane (`lanes:held`, and
+-- `lanes:limited` to bring it back): a held lane popped off the ring goes back to limited.
 -- A ghost (an id whose row is gone) or a moved row (not pending) is dropped and the call pops
 -- on, so a claim never comes back short while claimable work remains; after SKIP_MAX such
 -- drops it stops and replies as if full, so the consumer claims again at once (bounded work
@@ -356,9 +380,14 @@ local function claim(p, K, n, lease, now, now_us, emax)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
-  local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms')
+  -- The queue's settings in the one meta read every claim makes: pause, rate limit, the
+  -- queue-wide concurrency cap with its running count, and a handler's hold (rate_limit).
+  local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until')
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
+  local cap = tonumber(m[4] or '0') or 0
+  local held = tonumber(m[6] or '0') or 0
+  local on_hold = held > now and not paused
   local log = {}
   if rate_max > 0 and not paused then
     local limiter = p .. 'limiter'
@@ -367,10 +396,18 @@ local function claim(p, K, n, lease, now, now_us, emax)
     local room = rate_max - redis.call('ZCARD', limiter)
     if room < n then n = math.max(room, 0) end
   end
-  -- Lanes whose rate window has reopened rejoin the ring. A queue with no lane waiting (the
-  -- ring and the limited set both empty: one EXISTS) takes the flat path below.
-  local limited = p .. 'lanes:limited'
+  local rate_n = n -- what the rate window allows, before the cap and a hold cut it further
+  if cap > 0 then n = math.max(math.min(n, cap - (tonumber(m[5] or '0') or 0)), 0) end
+  if on_hold then
+    n, wait = 0, held - now -- a handler's rate limit holds the queue until then
+  elseif held > 0 and held <= now then
+    redis.call('HDEL', K.meta, 'held_until')
+  end
+  -- Lanes whose rate window (or hold) has passed rejoin the ring. A queue with no lane waiting
+  -- (the ring and the limited set both empty: one EXISTS) takes the flat path below.
+  local limited, holds = p .. 'lanes:limited', p .. 'lanes:held'
   local lanes = not paused and redis.call('EXISTS', K.ring, limited) > 0
+  local holding = false -- some lane is held by a handler's rate limit: served lanes check theirs
   if lanes and redis.call('ZCARD', limited) > 0 then
     for _, group in ipairs(redis.call('ZRANGEBYSCORE', limited, '-inf', now)) do
       redis.call('ZREM', limited, group)
@@ -378,6 +415,8 @@ local function claim(p, K, n, lease, now, now_us, emax)
         ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
       end
     end
+    redis.call('ZREMRANGEBYSCORE', holds, '-inf', now)
+    holding = redis.call('EXISTS', holds) == 1
   end
   local function take(id)
     local jk = p .. 'job:' .. id
@@ -397,7 +436,11 @@ local function claim(p, K, n, lease, now, now_us, emax)
     local attempts = tonumber(row[6] or '0') + 1
     local token = math.max(tonumber(row[7] or '0') + 1, now_us)
     local text = string.format('%.0f', token) -- 16 digits: Lua's own tostring would round it
-    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text)
+    if cap > 0 then -- the claim takes a queue-wide slot, given back once when the job leaves active
+      redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, 'slot', '1')
+    else
+      redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text)
+    end
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
     claimed[#claimed + 1] = id
@@ -413,6 +456,13 @@ local function claim(p, K, n, lease, now, now_us, emax)
   -- Serve one job of the ring's head group, if its concurrency and rate limit allow.
   local function serve_lane()
     local group = redis.call('ZPOPMIN', K.ring)[1]
+    if holding then -- held by a handler's rate limit: off the ring, back from limited when it ends
+      local until_ms = tonumber(redis.call('ZSCORE', holds, group) or '0')
+      if until_ms > now then
+        redis.call('ZADD', limited, until_ms, group)
+        return
+      end
+    end
     local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
     local limit = tonumber(c[1] or c[2] or '0')
     local running = tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0')
@@ -465,6 +515,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
     if not moved then break end
   end
   bulk('ZADD', K.active, leases)
+  if cap > 0 and got > 0 then redis.call('HINCRBY', K.meta, 'running', got) end
   emit_batch(K, emax, 'active', claimed, 'attempt', tries)
   if woke then wake(K) end -- a dead-lettered child released its flow parent
   if rate_max > 0 and #log > 0 then
@@ -473,12 +524,12 @@ local function claim(p, K, n, lease, now, now_us, emax)
   end
   -- The window's room is used up while work remains: say when it reopens (else consumers
   -- would learn of it only at their next beat). With no work waiting, nothing holds work back.
-  if rate_max > 0 and not paused and n < asked and got >= n and
+  if rate_max > 0 and not paused and not on_hold and rate_n < asked and got >= rate_n and
       (redis.call('ZCARD', K.pending) > 0 or redis.call('ZCARD', K.ring) > 0) then
     local oldest = redis.call('ZRANGE', p .. 'limiter', 0, 0, 'WITHSCORES')
     wait = math.max(1, tonumber(oldest[2]) + rate_ms - now + 1)
   end
-  if lanes and redis.call('ZCARD', limited) > 0 then
+  if lanes and not on_hold and redis.call('ZCARD', limited) > 0 then
     local soonest = redis.call('ZRANGE', limited, 0, 0, 'WITHSCORES')
     local lane_wait = math.max(1, tonumber(soonest[2]) - now)
     if wait < 0 or lane_wait < wait then wait = lane_wait end

@@ -4,7 +4,8 @@
 --   in any rate_ms window; rate_max 0 = none), events_max (events stream cap, approximate),
 --   keep_completed keep_completed_ms keep_dead keep_dead_ms (retention: count and age in ms;
 --   age -1 = no age limit), keep_ids_ms (the idempotency window: ids of ended jobs stay known
---   this long after they ended, 0 = not kept); value '-' removes the field (back to its default)
+--   this long after they ended, 0 = not kept), concurrency (the queue-wide cap on running jobs,
+--   across all consumers, >= 1; claim enforces it); value '-' removes the field (back to its default)
 -- REPLY: 1
 -- ERRORS: EMQINPUT an unknown field or a value that is not a whole number (nothing is written)
 -- EVENTS: none
@@ -26,10 +27,10 @@ local function refuse(script, expects)
 end
 -- <<< lib/args.lua
 local allowed = { rate_max = true, rate_ms = true, events_max = true, keep_completed = true,
-  keep_completed_ms = true, keep_dead = true, keep_dead_ms = true, keep_ids_ms = true }
+  keep_completed_ms = true, keep_dead = true, keep_dead_ms = true, keep_ids_ms = true, concurrency = true }
 -- The least value of each setting (a negative events_max would break every later XADD).
 local least = { rate_max = 0, rate_ms = 1, events_max = 1, keep_completed = 0, keep_completed_ms = -1,
-  keep_dead = 0, keep_dead_ms = -1, keep_ids_ms = 0 }
+  keep_dead = 0, keep_dead_ms = -1, keep_ids_ms = 0, concurrency = 1 }
 if #ARGV % 2 ~= 0 then return refuse('configure', 'field value pairs') end
 for i = 1, #ARGV, 2 do
   if not allowed[ARGV[i]] then return redis.error_reply('EMQINPUT unknown setting ' .. ARGV[i]) end
@@ -41,6 +42,6 @@ for i = 1, #ARGV, 2 do
   if ARGV[i + 1] == '-' then redis.call('HDEL', KEYS[1], ARGV[i])
   else redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 end
--- A lifted rate limit may free work that parked consumers are waiting on.
+-- A lifted rate limit (or a raised or removed concurrency cap) may free work that parked consumers are waiting on.
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100', '*', 'w', '1')
 return 1

@@ -88,6 +88,25 @@ local function lane_done(p, K, group)
   return false
 end
 
+-- A job left active (complete, fail, recovery, handback, snooze, rate_limit): free its lane
+-- slot and, when its claim took a queue-wide slot (row field `slot` = 1, written by a claim
+-- under meta `concurrency`), that slot: meta `running` - 1 (removed at 0) and the row's mark
+-- removed, so a slot is given back once per claim (callers are fenced by the lease token).
+-- True when that made claimable work appear: a freed lane offered to an empty ring, or a
+-- queue that was at its cap (parked consumers claim again; spurious when nothing waits).
+local function left_active(p, K, jk, group, slot)
+  local woke = false
+  if slot == '1' then
+    redis.call('HDEL', jk, 'slot')
+    local running = redis.call('HINCRBY', K.meta, 'running', -1)
+    if running <= 0 then redis.call('HDEL', K.meta, 'running') end
+    local cap = tonumber(redis.call('HGET', K.meta, 'concurrency') or '0') or 0
+    woke = cap > 0 and running + 1 >= cap
+  end
+  if group and lane_done(p, K, group) then woke = true end
+  return woke
+end
+
 -- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
 -- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
 -- stream keeps ~100 so a consumer reading after its last id sees every kind since.
@@ -382,7 +401,7 @@ local p, id = ARGV[1], ARGV[2]
 local K = { job = KEYS[1], active = KEYS[2], schedule = KEYS[3], dead = KEYS[4], cancelled = KEYS[5],
   events = KEYS[6], wake = KEYS[7], meta = KEYS[8], ring = KEYS[9], pending = KEYS[10] }
 local row = redis.call('HMGET', K.job, 'state', 'token', 'attempts', 'max', 'group', 'cancel', 'prio',
-  'dedupe', 'parent', 'retain_dead')
+  'dedupe', 'parent', 'retain_dead', 'slot')
 if not row[1] then return redis.error_reply('EMQNOJOB no job ' .. id) end
 if row[1] ~= 'active' or row[2] ~= ARGV[3] then
   return redis.error_reply('EMQLEASE lease token is stale: the job was recovered or finished elsewhere')
@@ -393,7 +412,7 @@ local s = redis.call('HMGET', K.meta, 'events_max', 'keep_dead', 'keep_dead_ms',
 local emax = s[1] or '10000'
 local woke = false
 redis.call('ZREM', K.active, id)
-if row[5] and lane_done(p, K, row[5]) then woke = true end
+if left_active(p, K, K.job, row[5], row[11]) then woke = true end
 -- Checked before the row is written: a malformed count or priority could neither be compared
 -- nor released, so the job is dead-lettered as bad data instead (the caller's error is kept
 -- in the events' stead: the row's error names the field).

@@ -12,7 +12,12 @@
 --   row ('' when it has none or the row is gone); waiting 1 when that occurrence still waits
 --   for its first run (state scheduled, attempts 0), else 0.
 --   'due': {now_ms, next_due_ms or -1, flat list, 5 entries per scheduler: id job next count
---   repeat}; next_due is the earliest instant after now at which a scheduler becomes due.
+--   repeat, topups}; next_due is the earliest instant after now at which a scheduler becomes
+--   due; topups the cron schedulers whose lookahead runs low (P schedulers:topup, soonest to
+--   run out first, at most batch), 6 entries each: id job last count repeat left, with last
+--   the lookahead's last instant (the current occurrence's when it holds none), count the
+--   record's, left how many instants it still holds. The caller computes the instants after
+--   last (with count + left runs made) and calls updateJobScheduler with next 'more'.
 -- ERRORS: EMQINPUT mode unknown
 -- EVENTS: none (a read)
 -- >>> lib/args.lua
@@ -78,4 +83,14 @@ end
 local head = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local next_due = -1
 if head[2] and head[2] ~= 'inf' and head[2] ~= '+inf' then next_due = tonumber(head[2]) end
-return { now, next_due, out }
+local low = redis.call('ZRANGE', KEYS[1] .. ':topup', 0, tonumber(ARGV[3]) - 1, 'WITHSCORES')
+local topups = {}
+for i = 1, #low, 2 do
+  local rec = redis.call('HMGET', p .. 'scheduler:' .. low[i], 'job', 'count', 'repeat', 'ahead', 'ended')
+  if rec[1] and rec[3] and not rec[5] then
+    local left = 0
+    for _ in string.gmatch(rec[4] or '', '%d+') do left = left + 1 end
+    for _, v in ipairs({ low[i], rec[1], low[i + 1], rec[2] or '0', rec[3], left }) do topups[#topups + 1] = v end
+  end
+end
+return { now, next_due, out, topups }

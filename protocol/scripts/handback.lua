@@ -79,6 +79,25 @@ local function lane_done(p, K, group)
   return false
 end
 
+-- A job left active (complete, fail, recovery, handback, snooze, rate_limit): free its lane
+-- slot and, when its claim took a queue-wide slot (row field `slot` = 1, written by a claim
+-- under meta `concurrency`), that slot: meta `running` - 1 (removed at 0) and the row's mark
+-- removed, so a slot is given back once per claim (callers are fenced by the lease token).
+-- True when that made claimable work appear: a freed lane offered to an empty ring, or a
+-- queue that was at its cap (parked consumers claim again; spurious when nothing waits).
+local function left_active(p, K, jk, group, slot)
+  local woke = false
+  if slot == '1' then
+    redis.call('HDEL', jk, 'slot')
+    local running = redis.call('HINCRBY', K.meta, 'running', -1)
+    if running <= 0 then redis.call('HDEL', K.meta, 'running') end
+    local cap = tonumber(redis.call('HGET', K.meta, 'concurrency') or '0') or 0
+    woke = cap > 0 and running + 1 >= cap
+  end
+  if group and lane_done(p, K, group) then woke = true end
+  return woke
+end
+
 -- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
 -- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
 -- stream keeps ~100 so a consumer reading after its last id sees every kind since.
@@ -264,6 +283,32 @@ local function rehome(p, K, id, state, now, emax)
   return false
 end
 -- <<< lib/quarantine.lua
+-- >>> lib/putback.lua
+-- Putting a running job back without spending its attempt: handback (a closing consumer),
+-- snooze and rate_limit (its handler asks). Fenced like complete: only the lease holder may.
+-- Needs lib/rows.lua, lib/lanes.lua and lib/quarantine.lua embedded before this block.
+-- Returns the status and the row (state token group prio attempts slot) and whether claimable
+-- work appeared (the caller wakes):
+--   'OK': off active, lane and queue slots freed (left_active), attempts - 1; the caller sets
+--     the state and releases or schedules it (group row[3], priority row[4]);
+--   'EMQLEASE': not active under that token (or no row, row[1] nil): nothing written;
+--   'EMQDATA': its attempts or prio is not a whole number, so its attempt could not be given
+--     back nor the job released: off active, slots freed, dead-lettered as bad data.
+local function put_back(p, K, id, token, now, emax)
+  local jk = p .. 'job:' .. id
+  local row = redis.call('HMGET', jk, 'state', 'token', 'group', 'prio', 'attempts', 'slot')
+  if row[1] ~= 'active' or row[2] ~= token then return 'EMQLEASE', row, false end
+  redis.call('ZREM', K.active, id)
+  local woke = left_active(p, K, jk, row[3], row[6])
+  local field, value = bad_number(row, { 'attempts', 5, counter_text, 'prio', 4, whole_text })
+  if field then
+    if quarantine(p, K, id, field, value, now, emax) then woke = true end
+    return 'EMQDATA', row, woke
+  end
+  redis.call('HINCRBY', jk, 'attempts', -1)
+  return 'OK', row, woke
+end
+-- <<< lib/putback.lua
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
 -- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
@@ -290,26 +335,14 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local out, woke = {}, false
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  local jk = p .. 'job:' .. id
-  local row = redis.call('HMGET', jk, 'state', 'token', 'group', 'prio', 'attempts')
-  local field, value = bad_number(row, { 'attempts', 5, counter_text, 'prio', 4, whole_text })
-  if row[1] == 'active' and row[2] == ARGV[i + 1] and field then
-    -- Its attempt could not be given back nor the job released: dead-lettered as bad data.
-    redis.call('ZREM', K.active, id)
-    if row[3] and lane_done(p, K, row[3]) then woke = true end
-    if quarantine(p, K, id, field, value, now, emax) then woke = true end
-    out[#out + 1] = 'EMQDATA'
-  elseif row[1] == 'active' and row[2] == ARGV[i + 1] then
-    redis.call('ZREM', K.active, id)
-    redis.call('HINCRBY', jk, 'attempts', -1)
-    redis.call('HSET', jk, 'state', 'pending')
-    if row[3] and lane_done(p, K, row[3]) then woke = true end
+  local status, row, freed = put_back(p, K, id, ARGV[i + 1], now, emax)
+  if freed then woke = true end
+  if status == 'OK' then
+    redis.call('HSET', p .. 'job:' .. id, 'state', 'pending')
     if release(p, K, id, row[3], row[4] or '0') then woke = true end
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id)
-    out[#out + 1] = 'OK'
-  else
-    out[#out + 1] = 'EMQLEASE'
   end
+  out[#out + 1] = status
 end
 if woke then wake(K) end
 return out

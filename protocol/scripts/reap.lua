@@ -85,6 +85,25 @@ local function lane_done(p, K, group)
   return false
 end
 
+-- A job left active (complete, fail, recovery, handback, snooze, rate_limit): free its lane
+-- slot and, when its claim took a queue-wide slot (row field `slot` = 1, written by a claim
+-- under meta `concurrency`), that slot: meta `running` - 1 (removed at 0) and the row's mark
+-- removed, so a slot is given back once per claim (callers are fenced by the lease token).
+-- True when that made claimable work appear: a freed lane offered to an empty ring, or a
+-- queue that was at its cap (parked consumers claim again; spurious when nothing waits).
+local function left_active(p, K, jk, group, slot)
+  local woke = false
+  if slot == '1' then
+    redis.call('HDEL', jk, 'slot')
+    local running = redis.call('HINCRBY', K.meta, 'running', -1)
+    if running <= 0 then redis.call('HDEL', K.meta, 'running') end
+    local cap = tonumber(redis.call('HGET', K.meta, 'concurrency') or '0') or 0
+    woke = cap > 0 and running + 1 >= cap
+  end
+  if group and lane_done(p, K, group) then woke = true end
+  return woke
+end
+
 -- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
 -- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
 -- stream keeps ~100 so a consumer reading after its last id sees every kind since.
@@ -286,15 +305,15 @@ local function recover(p, K, batch, now, emax, max_stalled)
   for _, id in ipairs(expired) do
     redis.call('ZREM', K.active, id)
     local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel', 'dedupe', 'parent', 'stalled')
+    local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'cancel', 'dedupe', 'parent', 'stalled', 'slot')
     local field, value = bad_number(row, RECOVER_NUMBERS)
     if row[1] ~= 'active' then
       if rehome(p, K, id, row[1], now, emax) then woke = true end
     elseif field then
-      if row[2] and lane_done(p, K, row[2]) then woke = true end
+      if left_active(p, K, jk, row[2], row[8]) then woke = true end
       if quarantine(p, K, id, field, value, now, emax) then woke = true end
     else
-      if row[2] and lane_done(p, K, row[2]) then woke = true end
+      if left_active(p, K, jk, row[2], row[8]) then woke = true end
       local stalled = redis.call('HINCRBY', jk, 'stalled', 1)
       local ended = nil
       if row[4] == '1' then

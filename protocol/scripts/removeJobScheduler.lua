@@ -42,5 +42,6 @@ if job then
 end
 local had = redis.call('DEL', sk)
 local member = redis.call('ZREM', KEYS[1], sid)
+redis.call('ZREM', KEYS[1] .. ':topup', sid) -- a lookahead waiting for a top-up goes with it
 if had + member > 0 then return 1 end
 return 0

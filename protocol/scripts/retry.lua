@@ -80,6 +80,25 @@ local function lane_done(p, K, group)
   return false
 end
 
+-- A job left active (complete, fail, recovery, handback, snooze, rate_limit): free its lane
+-- slot and, when its claim took a queue-wide slot (row field `slot` = 1, written by a claim
+-- under meta `concurrency`), that slot: meta `running` - 1 (removed at 0) and the row's mark
+-- removed, so a slot is given back once per claim (callers are fenced by the lease token).
+-- True when that made claimable work appear: a freed lane offered to an empty ring, or a
+-- queue that was at its cap (parked consumers claim again; spurious when nothing waits).
+local function left_active(p, K, jk, group, slot)
+  local woke = false
+  if slot == '1' then
+    redis.call('HDEL', jk, 'slot')
+    local running = redis.call('HINCRBY', K.meta, 'running', -1)
+    if running <= 0 then redis.call('HDEL', K.meta, 'running') end
+    local cap = tonumber(redis.call('HGET', K.meta, 'concurrency') or '0') or 0
+    woke = cap > 0 and running + 1 >= cap
+  end
+  if group and lane_done(p, K, group) then woke = true end
+  return woke
+end
+
 -- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
 -- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
 -- stream keeps ~100 so a consumer reading after its last id sees every kind since.

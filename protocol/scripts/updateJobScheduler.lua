@@ -1,19 +1,26 @@
--- updateJobScheduler: the hand-off: make the next occurrence once the current one was released.
+-- updateJobScheduler: the hand-off: make the next occurrence once the current one was released;
+-- or top up a cron scheduler's lookahead.
 -- KEYS: schedulers schedule events wake meta
--- ARGV: prefix id expected_job next ended
+-- ARGV: prefix id expected_job next ended [ahead]
 --   expected_job: the occurrence the caller computed from (getJobScheduler 'due' lists it),
 --   a compare-and-set: of callers racing on one occurrence, one advances the scheduler;
 --   next: the next occurrence's instant in epoch ms, computed by the caller (cron lives above
 --   the wire) from the released occurrence's instant, never before server now (see SPEC:
---   missed runs); '' when the schedule is over;
---   ended: why it is over ('limit', 'endDate', or 'done' for a single run made)
+--   missed runs); '' when the schedule is over; 'more' to top up the lookahead only;
+--   ended: why it is over ('limit', 'endDate', or 'done' for a single run made);
+--   ahead: a cron scheduler's lookahead, the instants after `next` (decimal ms, ascending,
+--   separated by spaces), stored as the record's `ahead` (absent: the record's is left as it
+--   is); with next 'more', the instants appended to the record's lookahead (those after its
+--   last one and after the current occurrence: a repeated top-up adds nothing twice).
 -- REPLY: {status, next or '', occurrence id or ''}, status: 'created' (the next occurrence
 --   is scheduled); 'exists' (its row exists already; the record now points at it); 'ended'
 --   (no next occurrence: the record stays, marked ended, scored +inf); 'stale' (the record no
 --   longer points at expected_job: another caller advanced it or an upsert replaced it;
 --   nothing written); 'waiting' (expected_job still waits for its first run: nothing
---   written); 'gone' (no such scheduler)
--- ERRORS: EMQINPUT next not a whole number >= 0
+--   written); 'gone' (no such scheduler); 'more' (a top-up: next is the number of instants
+--   the lookahead now holds). Every status but 'stale' and 'waiting' takes the scheduler
+--   off P schedulers:topup.
+-- ERRORS: EMQINPUT next not a whole number >= 0, '' or 'more'; ahead not whole numbers
 -- EVENTS: delayed (id, name, at) for the created occurrence
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
@@ -32,8 +39,10 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
-if #ARGV < 5 or (ARGV[4] ~= '' and not whole(ARGV[4], 0)) then
-  return refuse('updateJobScheduler', 'prefix id expected_job next ended; next epoch ms or empty')
+if #ARGV < 5 or (ARGV[4] ~= '' and ARGV[4] ~= 'more' and not whole(ARGV[4], 0)) or
+    (ARGV[6] and not string.match(ARGV[6], '^[%d ]*$')) then
+  return refuse('updateJobScheduler',
+    "prefix id expected_job next ended [ahead]; next epoch ms, empty or 'more'; ahead epoch ms separated by spaces")
 end
 -- >>> lib/recurrence.lua
 -- Recurrence: the id of an occurrence is derived from what it is an occurrence of and its
@@ -115,35 +124,84 @@ local function end_reason(r, count)
   return 'done'
 end
 
+-- A cron scheduler's lookahead, the record's `ahead`: the instants that follow its current
+-- occurrence, ascending, as decimal ms separated by spaces. Cron lives above the wire, so a
+-- runtime computes them (upsert, its hand-off, a top-up) and promote takes the next one from
+-- them: no cron slot waits for a runtime's hand-off. When fewer than AHEAD_LOW are left, the
+-- scheduler is listed in P schedulers:topup (scored by its lookahead's last instant) for a
+-- runtime's recurrence leg to top it up (updateJobScheduler 'more').
+local AHEAD_LOW = 4
+
+-- The lookahead's instants after `after` (older ones are stale: made, or skipped), as text.
+local function ahead_list(text, after)
+  local out = {}
+  for v in string.gmatch(text or '', '%d+') do
+    if tonumber(v) > after then out[#out + 1] = v end
+  end
+  return out
+end
+
+-- Which listed instant is the next occurrence at `now`: the hand-off rule (section 15) over
+-- the instants a runtime listed. The first; the first although it passed when the second has
+-- not (late by less than a period: it runs at once, nothing skipped); else (two or more
+-- missed: an outage) the first listed instant after now. nil when the list cannot tell (empty;
+-- only one, passed; every one passed): a runtime's hand-off decides then, as without a list.
+local function ahead_next(list, now)
+  if not list[1] then return nil end
+  if tonumber(list[1]) >= now then return 1 end
+  if not list[2] then return nil end
+  if tonumber(list[2]) > now then return 1 end
+  for i = 3, #list do
+    if tonumber(list[i]) > now then return i end
+  end
+  return nil
+end
+
 -- The hand-off in the script that releases an occurrence (promote): when `id` is a scheduler's
 -- current occurrence, make the next one now, before this one runs, so no slot waits for a
--- runtime. Done here for `every` and `immediately` (arithmetic on the record's `repeat`); a
--- cron pattern, or options this script cannot read, are left to a runtime's hand-off
--- (getJobScheduler due, updateJobScheduler), which the record then still waits for: true then,
--- so the caller can tell a runtime to hand off at once.
+-- runtime. For `every` and `immediately` by arithmetic on the record's `repeat`; for a cron
+-- pattern from the record's lookahead. When neither can tell (options this script cannot
+-- read, a pattern without a usable lookahead), the record waits for a runtime's hand-off
+-- (getJobScheduler due, updateJobScheduler). True when a runtime should act at once: that
+-- hand-off, or a lookahead running low.
 local function scheduler_follow(p, K, id, now, emax)
   if string.sub(id, 14, 16) ~= ':s:' then return false end
   local sid = string.sub(id, 17)
-  local rec = redis.call('HMGET', p .. 'scheduler:' .. sid, 'repeat', 'job', 'count', 'ended', 'data', 'name',
-    'prio', 'group', 'max', 'backoff')
+  local sk = p .. 'scheduler:' .. sid
+  local rec = redis.call('HMGET', sk, 'repeat', 'job', 'count', 'ended', 'data', 'name', 'prio', 'group', 'max',
+    'backoff', 'ahead')
   if not rec[1] or rec[2] ~= id or rec[4] then return false end
   local ok, r = pcall(cjson.decode, rec[1])
-  if not ok or type(r) ~= 'table' or r.pattern ~= nil then return true end
-  if r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return true end
+  if not ok or type(r) ~= 'table' then return true end
+  if r.pattern == nil and r.every ~= nil and (type(r.every) ~= 'number' or r.every < 1) then return true end
   local schedulers = p .. 'schedulers'
   local at = tonumber(redis.call('ZSCORE', schedulers, sid) or '')
   local count = tonumber(rec[3] or '0')
   if not at or not count then return false end
-  local next_at
-  if r.every then next_at = every_next(r, at, count, now) end
+  local next_at, rest
+  if r.pattern ~= nil then
+    if not (r.limit and count >= r.limit) then
+      local list = ahead_list(rec[11], at)
+      local i = ahead_next(list, now)
+      if not i then return true end
+      next_at, rest = tonumber(list[i]), { unpack(list, i + 1) }
+    end
+  elseif r.every then
+    next_at = every_next(r, at, count, now)
+  end
   if not next_at then
-    redis.call('HSET', p .. 'scheduler:' .. sid, 'ended', end_reason(r, count))
+    redis.call('HSET', sk, 'ended', end_reason(r, count))
     redis.call('ZADD', schedulers, 'inf', sid)
+    if r.pattern ~= nil then redis.call('ZREM', schedulers .. ':topup', sid) end
     return false
   end
   scheduler_make(p, K, schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] }, count, next_at, now,
     emax)
-  return false
+  if not rest then return false end
+  if rest[1] then redis.call('HSET', sk, 'ahead', table.concat(rest, ' ')) else redis.call('HDEL', sk, 'ahead') end
+  if #rest >= AHEAD_LOW then return false end
+  redis.call('ZADD', schedulers .. ':topup', rest[#rest] or next_at, sid)
+  return true
 end
 
 -- Repeat cadences (register, pump). A record P repeat:<name> (every_ms, template, catch_up,
@@ -206,27 +264,53 @@ end
 local p, sid, expected = ARGV[1], ARGV[2], ARGV[3]
 local K = { schedulers = KEYS[1], schedule = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5] }
 local sk = p .. 'scheduler:' .. sid
+local topup = KEYS[1] .. ':topup'
 local rec = redis.call('HMGET', sk, 'repeat', 'job', 'count', 'ended', 'data', 'name', 'prio', 'group', 'max',
-  'backoff')
-if not rec[1] then return { 'gone', '', '' } end
+  'backoff', 'ahead')
+if not rec[1] then
+  redis.call('ZREM', topup, sid)
+  return { 'gone', '', '' }
+end
 if (rec[2] or '') ~= expected then return { 'stale', '', '' } end
-if rec[4] then return { 'ended', '', expected } end
+if rec[4] then
+  redis.call('ZREM', topup, sid)
+  return { 'ended', '', expected }
+end
+
+if ARGV[4] == 'more' then
+  local at = tonumber(redis.call('ZSCORE', KEYS[1], sid) or '') or 0
+  local list = ahead_list(rec[11], at)
+  local last = tonumber(list[#list] or at)
+  for v in string.gmatch(ARGV[6] or '', '%d+') do
+    if tonumber(v) > last then
+      list[#list + 1] = v
+      last = tonumber(v)
+    end
+  end
+  if list[1] then redis.call('HSET', sk, 'ahead', table.concat(list, ' ')) else redis.call('HDEL', sk, 'ahead') end
+  redis.call('ZREM', topup, sid)
+  return { 'more', #list, expected }
+end
+
 local row = redis.call('HMGET', p .. 'job:' .. expected, 'state', 'attempts')
 if row[1] == 'scheduled' and (row[2] or '0') == '0' then return { 'waiting', '', expected } end
 
+redis.call('ZREM', topup, sid)
 if ARGV[4] == '' then
   redis.call('HSET', sk, 'ended', ARGV[5] ~= '' and ARGV[5] or 'done')
+  redis.call('HDEL', sk, 'ahead')
   redis.call('ZADD', K.schedulers, 'inf', sid)
   return { 'ended', '', expected }
 end
 local next_at = tonumber(ARGV[4])
-if not next_at or next_at < 0 or next_at ~= math.floor(next_at) then
-  return redis.error_reply('EMQINPUT next must be epoch ms (a whole number >= 0) or empty')
-end
 
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
 local status, id = scheduler_make(p, K, K.schedulers, sid, { rec[5], rec[6], rec[7], rec[8], rec[9], rec[10] },
   tonumber(rec[3] or '0'), next_at, now, emax)
+if ARGV[6] then
+  local list = ahead_list(ARGV[6], next_at)
+  if list[1] then redis.call('HSET', sk, 'ahead', table.concat(list, ' ')) else redis.call('HDEL', sk, 'ahead') end
+end
 return { status, next_at, id }

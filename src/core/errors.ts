@@ -22,6 +22,7 @@ export type ErrorCode =
   | 'EMQNOSERVER' // no redis-server to talk to
   | 'EMQPROTOCOL' // a queue written by an incompatible protocol version
   | 'EMQNOMODULE' // connect({ module: 'require' }) on a server without the native module
+  | 'EMQSANDBOX' // a sandboxed handler's thread or process ended while running a job
   | 'EMQDURABILITY'; // a write the replicas asked for did not confirm in time (durability)
 
 export class EchoMQError extends Error {

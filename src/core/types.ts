@@ -108,6 +108,12 @@ export interface QueueSettings {
    * 0 keeps no ids. Default 86,400,000 (a day).
    */
   idempotencyMs?: number;
+  /**
+   * Queue-wide concurrency: at most this many jobs of the queue run at once across all
+   * consumers, flat jobs and lanes together (enforced by the claim script; jobs claimed before
+   * the cap was set are not counted). A whole number >= 1; null removes the cap.
+   */
+  concurrency?: number | null;
 }
 
 export interface CleanOptions {

@@ -3,15 +3,17 @@
 // `P schedule` at its run instant, `runat` on the row) whose id is derived from the scheduler id
 // and that instant, so upserts, restarts and racing consumers never duplicate a run.
 //
-// The hand-off: for `every` and `immediately` options the next occurrence is made by promote, in
-// the call that releases the current one (protocol/lib/recurrence.lua), so those slots never wait
-// for this runtime. Cron is computed here (src/next-run.ts), not in Lua, so for a cron pattern
-// (and an occurrence promote did not hand off: cancelled, removed) the consumer's recurrence leg
-// calls advance(): getJobScheduler lists the
-// schedulers whose occurrence instant has come and whose occurrence no longer waits in schedule
-// (promoted, running, finished...); for each, the next instant is computed from the occurrence's
-// instant and updateJobScheduler makes it, compare-and-set on the occurrence it was computed from,
-// so of consumers racing on one occurrence exactly one advances the scheduler.
+// The hand-off: the next occurrence is made by promote, in the call that releases the current
+// one (protocol/lib/recurrence.lua), so no slot waits for this runtime: for `every` and
+// `immediately` options by arithmetic, for a cron pattern from the record's lookahead (`ahead`:
+// the next AHEAD instants, computed here with croner, src/next-run.ts, since cron is not in Lua).
+// The consumer's recurrence leg calls advance(), which does the rest: it tops up lookaheads that
+// run low, and for an occurrence promote could not follow (cancelled or removed, a lookahead
+// that ran out during an outage, a record without one) getJobScheduler lists the schedulers
+// whose occurrence instant has come and whose occurrence no longer waits in schedule; for each,
+// the next instant is computed from the occurrence's instant and updateJobScheduler makes it,
+// compare-and-set on the occurrence it was computed from, so of consumers racing on one
+// occurrence exactly one advances the scheduler.
 //
 // Keys: `P schedulers` (zset: scheduler id scored by its upcoming occurrence's instant, +inf once
 // ended) and `P scheduler:<id>` (hash: repeat options, template, current occurrence, count).
@@ -108,6 +110,30 @@ const JOB_OPTION_KEYS = new Set(['priority', 'group', 'attempts', 'backoff']);
 const PRIORITY_MAX = 2 ** 21;
 /** Compare-and-set retries of one upsert racing other writers of the same scheduler. */
 const UPSERT_TRIES = 10;
+/**
+ * Cron instants a scheduler's lookahead holds: promote makes each next occurrence from it, and
+ * the recurrence leg tops it up once fewer than 4 are left (the script's AHEAD_LOW), so a busy
+ * or briefly absent runtime has 12 slots of slack before a slot could wait for it.
+ */
+export const AHEAD = 16;
+
+/**
+ * The instants of a cron pattern's lookahead: up to `n` runs after `from`, with `made` runs made
+ * (limit and endDate end it early), as the scripts' `ahead` text. '' for an `every` cadence,
+ * which promote computes itself.
+ */
+export function lookahead(r: StoredRepeat, from: number, made: number, n = AHEAD): string {
+  if (r.pattern === undefined) return '';
+  const out: number[] = [];
+  let prev = from;
+  for (let count = made; out.length < n; count++) {
+    const next = calculateNextMillis(r, prev, count);
+    if (next === null || next <= prev) break;
+    out.push(next);
+    prev = next;
+  }
+  return out.join(' ');
+}
 
 function toMs(value: number | Date | string): number {
   if (typeof value === 'number') return value;
@@ -226,6 +252,7 @@ export class JobSchedulers {
         read.fields.job ?? '',
         count,
         ended,
+        next === null ? '' : lookahead(stored, next, count + 1),
       );
       if (status !== 'stale') {
         return {
@@ -278,20 +305,26 @@ export class JobSchedulers {
 
   /**
    * The hand-off (a leg of the consumer's beat): makes the next occurrence of every scheduler
-   * whose occurrence was released (at most `batch`), or ends it when its schedule is over.
+   * whose occurrence was released without one (at most `batch`), or ends it when its schedule is
+   * over; and tops up the lookahead of cron schedulers that run low.
    */
   async advance(batch = 100): Promise<AdvanceResult> {
-    const { now, nextDue, due } = await verbs.getDueSchedulers(this.queue, wholeNumber(batch, 'batch', 1));
+    const { now, nextDue, due, low } = await verbs.getDueSchedulers(
+      this.queue,
+      wholeNumber(batch, 'batch', 1),
+    );
     const calls: Promise<verbs.SchedulerWrite>[] = [];
     const ids: string[] = [];
     const out: AdvanceResult = { made: [], ended: [], skipped: [], now, nextDue };
     for (const { id, job, at, count, repeat } of due) {
       let next: number | null;
       let ended = '';
+      let ahead = '';
       try {
         const r = JSON.parse(repeat) as StoredRepeat;
         next = nextOccurrence(r, at, count, now);
         if (next === null) ended = endReason(r, count);
+        else ahead = lookahead(r, next, count + 1);
       } catch {
         // Options written by another runtime in a dialect this one does not read (a cron
         // extension, say): ending the scheduler would destroy it for everyone; leave it.
@@ -299,7 +332,19 @@ export class JobSchedulers {
         continue;
       }
       ids.push(id);
-      calls.push(verbs.updateJobScheduler(this.queue, id, job, next, ended));
+      calls.push(verbs.updateJobScheduler(this.queue, id, job, next, ended, ahead));
+    }
+    const topups: Promise<unknown>[] = [];
+    for (const { id, job, last, count, repeat, left } of low) {
+      let more: string;
+      try {
+        const r = JSON.parse(repeat) as StoredRepeat;
+        more = lookahead(r, last, count + left, AHEAD - left);
+      } catch {
+        out.skipped.push(id);
+        continue;
+      }
+      topups.push(verbs.updateJobScheduler(this.queue, id, job, 'more', '', more));
     }
     for (const [j, { status, next: when, jobId }] of (await Promise.all(calls)).entries()) {
       if (status === 'created' || status === 'exists') {
@@ -309,6 +354,7 @@ export class JobSchedulers {
         out.ended.push(ids[j]!);
       }
     }
+    await Promise.all(topups);
     return out;
   }
 

@@ -30,6 +30,8 @@ export type ScriptName =
   | 'cancel'
   | 'remove'
   | 'handback'
+  | 'snooze'
+  | 'rate_limit'
   | 'progress'
   | 'register'
   | 'unregister'

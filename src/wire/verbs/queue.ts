@@ -62,7 +62,8 @@ export type SettingField =
   | 'keep_dead'
   | 'keep_dead_ms'
   | 'events_max'
-  | 'keep_ids_ms';
+  | 'keep_ids_ms'
+  | 'concurrency';
 
 /** Writes queue settings; fields not given stay. */
 export async function configure(w: QueueWire, fields: readonly [SettingField, string][]): Promise<void> {

@@ -73,22 +73,51 @@ export interface DueScheduler {
   repeat: string;
 }
 
-/** getJobScheduler mode `due`: up to `batch` schedulers to hand off, the clock, the next due instant. */
+/** A cron scheduler whose lookahead runs low: what its top-up is computed from. */
+export interface LowScheduler {
+  id: string;
+  job: string;
+  /** The lookahead's last instant, the occurrences made so far, the stored repeat options. */
+  last: number;
+  count: number;
+  repeat: string;
+  /** How many instants the lookahead still holds. */
+  left: number;
+}
+
+/**
+ * getJobScheduler mode `due`: up to `batch` schedulers to hand off, those whose lookahead runs
+ * low, the clock and the next due instant.
+ */
 export async function getDueSchedulers(
   w: QueueWire,
   batch: number,
-): Promise<{ now: number; nextDue: number; due: DueScheduler[] }> {
-  const [now, nextDue, flat] = (await w.run('getJobScheduler', [w.keys.prefix, 'due', batch])) as [
+): Promise<{ now: number; nextDue: number; due: DueScheduler[]; low: LowScheduler[] }> {
+  const [now, nextDue, flat, topups] = (await w.run('getJobScheduler', [w.keys.prefix, 'due', batch])) as [
     number,
     number,
     string[],
+    string[] | undefined,
   ];
   const due: DueScheduler[] = [];
   for (let i = 0; i < flat.length; i += 5) {
     const [id, job, at, count, repeat] = flat.slice(i, i + 5) as [string, string, string, string, string];
     due.push({ id, job, at: Number(at), count: Number(count), repeat });
   }
-  return { now, nextDue, due };
+  const low: LowScheduler[] = [];
+  const t = topups ?? [];
+  for (let i = 0; i < t.length; i += 6) {
+    const [id, job, last, count, repeat, left] = t.slice(i, i + 6) as [
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+    ];
+    low.push({ id, job, last: Number(last), count: Number(count), repeat, left: Number(left) });
+  }
+  return { now, nextDue, due, low };
 }
 
 // ── 19.27 addJobScheduler, 19.28 updateJobScheduler, 19.29 removeJobScheduler ─
@@ -118,7 +147,8 @@ export interface SchedulerDefinition {
 
 /**
  * Creates or changes a scheduler, compare-and-set on the occurrence `expectedJob` it was read
- * with ('stale' when another writer came first); `next` the next instant (null: ended).
+ * with ('stale' when another writer came first); `next` the next instant (null: ended), `ahead`
+ * a cron pattern's lookahead, the instants after it ('' none).
  */
 export async function addJobScheduler(
   w: QueueWire,
@@ -128,22 +158,28 @@ export async function addJobScheduler(
   expectedJob: string,
   count: number,
   ended: string,
+  ahead: string,
 ): Promise<SchedulerWrite> {
   const argv: Arg[] = [w.keys.prefix, id, d.repeat, d.name, d.data, d.prio, d.group, d.max, d.backoff];
-  argv.push(next ?? '', expectedJob, count, ended);
+  argv.push(next ?? '', expectedJob, count, ended, ahead);
   return schedulerWrite(await w.run('addJobScheduler', argv));
 }
 
-/** Makes a scheduler's next occurrence (or ends it), compare-and-set on `expectedJob`. */
+/**
+ * Makes a scheduler's next occurrence (or ends it, `next` null), compare-and-set on
+ * `expectedJob`, with `ahead` the cron lookahead after it; `next` 'more' only appends `ahead`
+ * to the record's lookahead (a top-up).
+ */
 export async function updateJobScheduler(
   w: QueueWire,
   id: string,
   expectedJob: string,
-  next: number | null,
+  next: number | null | 'more',
   ended: string,
+  ahead: string,
 ): Promise<SchedulerWrite> {
   return schedulerWrite(
-    await w.run('updateJobScheduler', [w.keys.prefix, id, expectedJob, next ?? '', ended]),
+    await w.run('updateJobScheduler', [w.keys.prefix, id, expectedJob, next ?? '', ended, ahead]),
   );
 }
 

@@ -1,0 +1,381 @@
+#!lua flags=allow-oom
+-- rate_limit: a running job's handler met back-pressure (an HTTP 429, say): the job returns to
+-- claimable work without spending an attempt, and claiming is held for delay_ms on the server
+-- clock, for every consumer: the whole queue's claiming for a flat job, its lane's only for a
+-- grouped one. Fenced by lease token.
+-- KEYS: job active events wake meta ring pending
+-- ARGV: prefix id token delay_ms
+--   delay_ms: a whole number >= 1; the hold lasts until now + delay_ms (a longer hold already
+--   in place is kept)
+-- REPLY: the instant the hold ends (integer, epoch ms); -1 when the row's attempts or prio was
+--   malformed and the job was dead-lettered instead (event failed, reason data)
+-- ERRORS: EMQNOJOB no such row; EMQLEASE the job is not active or the token is not its own.
+--   Nothing changes on an error.
+-- EVENTS: waiting (id, reason rate_limit, until). The hold: meta held_until (the queue: claim
+--   takes nothing before it and replies wait_ms until it), or the group in lanes:held and
+--   lanes:limited at until (the lane: off the ring until then). attempts is given back; the
+--   lane slot and the queue-wide slot are freed. Always one wake (w 1), so parked consumers
+--   claim, learn wait_ms and arm their timers for the hold's end.
+-- >>> lib/rows.lua
+-- Bad data: a row field that a script computes with (a number) or dispatches on (the state),
+-- holding what no script writes (a hand edit, a foreign tool, a half-migrated store). Every
+-- script checks the fields it relies on before its first write to the row, so a malformed
+-- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
+-- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
+-- checks admit for prio and max, and what tonumber reads exactly.
+local function whole_text(v)
+  return not v or (#v <= 17 and string.find(v, '^%-?%d+$') ~= nil)
+end
+
+-- True when `v` is absent or an integer as Redis writes one (what HINCRBY takes: no leading
+-- zero, no '-0'), for the counters the scripts HINCRBY: attempts in handback, stalled, children.
+local function counter_text(v)
+  return not v or v == '0' or (#v <= 17 and string.find(v, '^%-?[1-9]%d*$') ~= nil)
+end
+
+-- The first of `fields` (name, position in `row`, check triples) whose value fails its check:
+-- its name and value, or nil when the row's numbers are sound.
+local function bad_number(row, fields)
+  for i = 1, #fields, 3 do
+    local v = row[fields[i + 1]]
+    if not fields[i + 2](v) then return fields[i], v end
+  end
+  return nil
+end
+-- <<< lib/rows.lua
+-- >>> lib/lanes.lua
+-- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
+-- sequence) holds the groups that can be served now, oldest turn first.
+local function lane_key(p, group)
+  return p .. 'g:' .. group .. ':pending'
+end
+
+-- Put the group at the ring's tail when it has a free slot and is not paused.
+-- True when the ring went from empty to non-empty (parked consumers need a wake).
+local function ring_offer(p, K, group, running)
+  local c = redis.call('HMGET', p .. 'lanes:concurrency', group, '*')
+  local limit = tonumber(c[1] or c[2] or '0')
+  if limit > 0 and running >= limit then return false end
+  if redis.call('SISMEMBER', p .. 'lanes:paused', group) == 1 then return false end
+  local seq = redis.call('HINCRBY', K.meta, 'ring_seq', 1)
+  return redis.call('ZADD', K.ring, 'NX', seq, group) == 1 and redis.call('ZCARD', K.ring) == 1
+end
+
+-- Release a job into claimable work: its lane (and the ring), or flat pending, by priority.
+-- True when claimable work went from none to some. `bulk_flat`: a caller releasing many flat
+-- jobs checks pending's emptiness once itself, so no ZCARD per job.
+local function release(p, K, id, group, prio, bulk_flat)
+  if group then
+    redis.call('ZADD', lane_key(p, group), prio, id)
+    redis.call('SADD', p .. 'lanes', group) -- the registry of groups, for counts and tools
+    return ring_offer(p, K, group, tonumber(redis.call('HGET', p .. 'lanes:running', group) or '0'))
+  end
+  redis.call('ZADD', K.pending, prio, id)
+  if bulk_flat then return false end
+  return redis.call('ZCARD', K.pending) == 1
+end
+
+-- A grouped job left active: free its slot (callers guarantee once per claim), and re-wake
+-- the ring for the lane when it still has jobs.
+local function lane_done(p, K, group)
+  local running = redis.call('HINCRBY', p .. 'lanes:running', group, -1)
+  if running <= 0 then
+    redis.call('HDEL', p .. 'lanes:running', group)
+    running = 0
+  end
+  if redis.call('ZCARD', lane_key(p, group)) > 0 then return ring_offer(p, K, group, running) end
+  return false
+end
+
+-- A job left active (complete, fail, recovery, handback, snooze, rate_limit): free its lane
+-- slot and, when its claim took a queue-wide slot (row field `slot` = 1, written by a claim
+-- under meta `concurrency`), that slot: meta `running` - 1 (removed at 0) and the row's mark
+-- removed, so a slot is given back once per claim (callers are fenced by the lease token).
+-- True when that made claimable work appear: a freed lane offered to an empty ring, or a
+-- queue that was at its cap (parked consumers claim again; spurious when nothing waits).
+local function left_active(p, K, jk, group, slot)
+  local woke = false
+  if slot == '1' then
+    redis.call('HDEL', jk, 'slot')
+    local running = redis.call('HINCRBY', K.meta, 'running', -1)
+    if running <= 0 then redis.call('HDEL', K.meta, 'running') end
+    local cap = tonumber(redis.call('HGET', K.meta, 'concurrency') or '0') or 0
+    woke = cap > 0 and running + 1 >= cap
+  end
+  if group and lane_done(p, K, group) then woke = true end
+  return woke
+end
+
+-- One entry on the wake stream: every consumer blocked on it returns and claims. Entries are
+-- 'w' '1' (claimable work appeared) or 'w' 's' (the schedule's earliest run-at moved); the
+-- stream keeps ~100 so a consumer reading after its last id sees every kind since.
+local function wake(K)
+  redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', '1')
+end
+-- <<< lib/lanes.lua
+-- >>> lib/dedupe.lua
+-- Deduplication by a key apart from the job id: P dedupe:<key> holds the kept job's id, with
+-- a PX ttl when one was given (a window), without one until the kept job ends (its row then
+-- carries `dedupe` = <key> and the scripts that end it release the lock).
+--   throttle: while the lock holds, a new job with the key is dropped; the kept one stays.
+--   debounce: while the lock holds and the kept job has not started (no attempt yet), the new
+--     job's data replaces the kept job's and its run time moves to the new one's (`at`; nil =
+--     now); a lock with a ttl gets its ttl again. Once the kept job has started (a retry
+--     waiting included), a new job is admitted and takes the lock.
+-- A lock without a ttl whose job ended or whose row is gone is stale, and is taken over.
+local function dedupe_spec(spec)
+  local mode, ttl = string.match(spec, '^(%a+):?(%d*)$')
+  if mode ~= 'throttle' and mode ~= 'debounce' then return nil end
+  return mode, tonumber(ttl)
+end
+
+-- The kept job's id when the new job is deduplicated (nothing of it is written), else nil.
+local function dedupe_admit(p, K, key, mode, ttl, payload, at, now, emax)
+  local dk = p .. 'dedupe:' .. key
+  local kept = redis.call('GET', dk)
+  if not kept then return nil end
+  local jk = p .. 'job:' .. kept
+  local row = redis.call('HMGET', jk, 'state', 'group', 'prio', 'attempts')
+  local state = row[1]
+  local live = state == 'scheduled' or state == 'pending' or state == 'active' or state == 'waiting_children'
+  if not live and redis.call('PTTL', dk) < 0 then return nil end -- stale: released late or row gone
+  if mode == 'debounce' then
+    -- Started (running, ended, or waiting to be retried): the new job is a job of its own. So
+    -- is one whose attempts or prio is malformed: it is not touched here (the script that
+    -- next moves it dead-letters it), and the new job takes the lock.
+    if (state ~= 'scheduled' and state ~= 'pending') or bad_number(row, { 'attempts', 4, whole_text, 'prio', 3, whole_text })
+        or tonumber(row[4] or '0') > 0 then
+      return nil
+    end
+    if state == 'scheduled' then redis.call('ZREM', p .. 'schedule', kept)
+    else redis.call('ZREM', row[2] and lane_key(p, row[2]) or K.pending, kept) end
+    redis.call('HSET', jk, 'payload', payload)
+    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+    if at then
+      redis.call('HSET', jk, 'state', 'scheduled', 'runat', at)
+      redis.call('ZADD', p .. 'schedule', at, kept)
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'delayed', 'id', kept, 'at', at)
+      if redis.call('ZRANGE', p .. 'schedule', 0, 0)[1] == kept then
+        redis.call('XADD', K.wake, 'MAXLEN', '~', '100', '*', 'w', 's') -- the schedule's head moved
+      end
+    else
+      redis.call('HSET', jk, 'state', 'pending')
+      redis.call('HDEL', jk, 'runat')
+      if release(p, K, kept, row[2], row[3] or '0') then wake(K) end
+      if state == 'scheduled' then
+        redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', kept)
+      end
+    end
+    if ttl then redis.call('PEXPIRE', dk, ttl) end
+    return kept
+  end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'deduplicated', 'id', kept, 'key', key)
+  return kept
+end
+
+-- Takes the lock for a newly admitted job; without a ttl the row remembers the key.
+local function dedupe_lock(p, jk, id, key, ttl)
+  if ttl then
+    redis.call('SET', p .. 'dedupe:' .. key, id, 'PX', ttl)
+  else
+    redis.call('SET', p .. 'dedupe:' .. key, id)
+    redis.call('HSET', jk, 'dedupe', key)
+  end
+end
+
+-- The job ended (completed, dead, cancelled or removed): free its lock, if still its own.
+local function dedupe_release(p, key, id)
+  local dk = p .. 'dedupe:' .. key
+  if redis.call('GET', dk) == id then redis.call('DEL', dk) end
+end
+-- <<< lib/dedupe.lua
+-- >>> lib/flow.lua
+-- Flows: a parent waits in state waiting_children (in P waiting_children) with `children` =
+-- how many of its children have not ended yet; each child's row names its `parent`.
+-- A completed child stores its result in P job:<parent>:results (child id -> result) and
+-- counts down; at zero the parent is released to claimable work (event waiting). A child
+-- that ends otherwise (dead, cancelled, removed) fails its parent (dead, event failed with
+-- reason child), and that parent's parent in turn, unless the parent has `continue` = 1
+-- (remove the dependency: it only counts down) or `continue` = ignore (it counts down and
+-- records the failure in P job:<parent>:failures, child id -> '<outcome>: <error>'). A parent that is no longer waiting ignores its children. A parent
+-- whose children or prio is not a whole number (lib/rows.lua) cannot count down or be
+-- released: it fails as with a failed child, its error EMQDATA naming the field.
+-- True when claimable work went from none to some (the caller wakes parked consumers).
+--   outcome: 'completed' (result: its encoded result) | 'dead' | 'cancelled' | 'removed'
+local function child_ended(p, K, parent, id, outcome, result, now, emax)
+  local ok = outcome == 'completed'
+  while parent do
+    local pk = p .. 'job:' .. parent
+    local row = redis.call('HMGET', pk, 'state', 'continue', 'group', 'prio', 'parent', 'children')
+    if row[1] ~= 'waiting_children' then return false end
+    local field = bad_number(row, { 'children', 6, counter_text, 'prio', 4, whole_text })
+    if ok and not field then redis.call('HSET', pk .. ':results', id, result) end
+    if not ok and row[2] == 'ignore' and not field then
+      local err = redis.call('HGET', p .. 'job:' .. id, 'error')
+      redis.call('HSET', pk .. ':failures', id, err and (outcome .. ': ' .. err) or outcome)
+    end
+    if (ok or row[2] == '1' or row[2] == 'ignore') and not field then
+      if redis.call('HINCRBY', pk, 'children', -1) > 0 then return false end
+      redis.call('ZREM', p .. 'waiting_children', parent)
+      redis.call('HSET', pk, 'state', 'pending')
+      local woke = release(p, K, parent, row[3], row[4] or '0')
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', parent)
+      return woke
+    end
+    redis.call('ZREM', p .. 'waiting_children', parent)
+    redis.call('HSET', pk, 'state', 'dead', 'finished', now, 'error', field and
+      ('EMQDATA job ' .. parent .. ': its field ' .. field .. ' is not a whole number; it was dead-lettered '
+        .. 'when its child ' .. id .. ' ended: correct or remove the field, then retry the job')
+      or ('child ' .. id .. ' failed (' .. outcome .. ')'))
+    redis.call('ZADD', p .. 'dead', now, parent)
+    if field then
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'data',
+        'field', field, 'child', id)
+    else
+      redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', parent, 'reason', 'child',
+        'child', id)
+    end
+    id, parent, ok, outcome = parent, row[5], false, 'dead'
+  end
+  return false
+end
+-- <<< lib/flow.lua
+-- >>> lib/quarantine.lua
+-- Taking a malformed row out of circulation (lib/rows.lua says what is malformed). Needs
+-- lib/rows.lua, lib/lanes.lua, lib/dedupe.lua and lib/flow.lua embedded before this block.
+-- The set each state's id lives in (a grouped pending job: its lane, see rehome).
+local STATE_SET = { scheduled = 'schedule', pending = 'pending', active = 'active',
+  waiting_children = 'waiting_children', completed = 'completed', dead = 'dead', cancelled = 'cancelled' }
+
+-- Dead-letter job `id` because its field `field` holds `value`: state dead, `finished`, an
+-- `error` that starts EMQDATA and names the field, on `dead`, event failed (reason data,
+-- field). Its dedupe lock is freed and its flow parent told, as for any job that ends dead.
+-- The caller has taken the id off the set it was found in (and freed a lane slot it held).
+-- True when that made claimable work appear (the caller wakes).
+local function quarantine(p, K, id, field, value, now, emax)
+  local jk = p .. 'job:' .. id
+  local shown = string.sub(value, 1, 40) .. (#value > 40 and '…' or '')
+  redis.call('HSET', jk, 'state', 'dead', 'finished', now, 'error', 'EMQDATA job ' .. id .. ': its field '
+    .. field .. " holds '" .. shown .. "', which no script writes; it was dead-lettered: correct or remove "
+    .. 'the field, then retry the job')
+  redis.call('ZADD', p .. 'dead', now, id)
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'reason', 'data',
+    'field', field)
+  local r = redis.call('HMGET', jk, 'dedupe', 'parent')
+  if r[1] then dedupe_release(p, r[1], id) end
+  return r[2] and child_ended(p, K, r[2], id, 'dead', '', now, emax) or false
+end
+
+-- A row found in a set its state does not name (its id was popped off that set): when the
+-- set its state names does not hold it, put it there, so no row is left in no set. An active
+-- row goes in with deadline now (recovery returns it); a pending one is released (its prio
+-- checked first); an unknown state is bad data. Ghosts (no state) only leave. True on a wake.
+local function rehome(p, K, id, state, now, emax)
+  if not state then return false end
+  local set = STATE_SET[state]
+  if not set then return quarantine(p, K, id, 'state', state, now, emax) end
+  local jk = p .. 'job:' .. id
+  local r = redis.call('HMGET', jk, 'group', 'prio', 'runat', 'finished')
+  if state == 'pending' and r[1] then set = lane_key(p, r[1]) else set = p .. set end
+  if redis.call('ZSCORE', set, id) then return false end
+  if state == 'pending' then
+    if not whole_text(r[2]) then return quarantine(p, K, id, 'prio', r[2], now, emax) end
+    return release(p, K, id, r[1], r[2] or '0')
+  end
+  local score = now
+  if state == 'scheduled' and whole_text(r[3]) and r[3] then score = r[3] end
+  if (state == 'completed' or state == 'dead' or state == 'cancelled') and whole_text(r[4]) and r[4] then
+    score = r[4]
+  end
+  redis.call('ZADD', set, score, id)
+  return false
+end
+-- <<< lib/quarantine.lua
+-- >>> lib/putback.lua
+-- Putting a running job back without spending its attempt: handback (a closing consumer),
+-- snooze and rate_limit (its handler asks). Fenced like complete: only the lease holder may.
+-- Needs lib/rows.lua, lib/lanes.lua and lib/quarantine.lua embedded before this block.
+-- Returns the status and the row (state token group prio attempts slot) and whether claimable
+-- work appeared (the caller wakes):
+--   'OK': off active, lane and queue slots freed (left_active), attempts - 1; the caller sets
+--     the state and releases or schedules it (group row[3], priority row[4]);
+--   'EMQLEASE': not active under that token (or no row, row[1] nil): nothing written;
+--   'EMQDATA': its attempts or prio is not a whole number, so its attempt could not be given
+--     back nor the job released: off active, slots freed, dead-lettered as bad data.
+local function put_back(p, K, id, token, now, emax)
+  local jk = p .. 'job:' .. id
+  local row = redis.call('HMGET', jk, 'state', 'token', 'group', 'prio', 'attempts', 'slot')
+  if row[1] ~= 'active' or row[2] ~= token then return 'EMQLEASE', row, false end
+  redis.call('ZREM', K.active, id)
+  local woke = left_active(p, K, jk, row[3], row[6])
+  local field, value = bad_number(row, { 'attempts', 5, counter_text, 'prio', 4, whole_text })
+  if field then
+    if quarantine(p, K, id, field, value, now, emax) then woke = true end
+    return 'EMQDATA', row, woke
+  end
+  redis.call('HINCRBY', jk, 'attempts', -1)
+  return 'OK', row, woke
+end
+-- <<< lib/putback.lua
+-- >>> lib/clock.lua
+-- The server's clock, read once per call (TIME): now in epoch ms, and in epoch µs for lease
+-- tokens (a token at least the claim's µs instant is one no server could have handed out
+-- before that instant, so a promoted replica never repeats a token its old primary gave).
+local function server_clock()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
+-- <<< lib/clock.lua
+-- >>> lib/args.lua
+-- Argument checks, made before anything is read or written: malformed ARGV (too few
+-- arguments, a number that is not a whole number in range) is refused with an EMQINPUT error
+-- reply, never left to fail halfway through with a Lua runtime error.
+-- The whole number a decimal text stands for when it lies in [min, max] (max default 2^53 - 1),
+-- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
+local function whole(v, min, max)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < min or n > (max or 9007199254740991) then return nil end
+  return n
+end
+
+local function refuse(script, expects)
+  return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
+end
+-- <<< lib/args.lua
+if #ARGV < 4 or not whole(ARGV[4], 1) then
+  return refuse('rate_limit', 'prefix id token delay_ms; delay_ms a whole number >= 1')
+end
+local p, id = ARGV[1], ARGV[2]
+local K = { job = KEYS[1], active = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
+  ring = KEYS[6], pending = KEYS[7] }
+local now = server_clock()
+local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
+local status, row = put_back(p, K, id, ARGV[3], now, emax)
+if status == 'EMQLEASE' then
+  if not row[1] then return redis.error_reply('EMQNOJOB no job ' .. id) end
+  return redis.error_reply('EMQLEASE lease token is stale: the job was recovered or finished elsewhere')
+end
+local until_ms = -1
+if status == 'OK' then
+  until_ms = now + tonumber(ARGV[4])
+  local group = row[3]
+  redis.call('HSET', K.job, 'state', 'pending')
+  release(p, K, id, group, row[4] or '0')
+  if group then
+    local holds, limited = p .. 'lanes:held', p .. 'lanes:limited'
+    until_ms = math.max(until_ms, tonumber(redis.call('ZSCORE', holds, group) or '0'))
+    redis.call('ZADD', holds, until_ms, group)
+    redis.call('ZADD', limited, math.max(until_ms, tonumber(redis.call('ZSCORE', limited, group) or '0')), group)
+    redis.call('ZREM', K.ring, group)
+  else
+    until_ms = math.max(until_ms, tonumber(redis.call('HGET', K.meta, 'held_until') or '0') or 0)
+    redis.call('HSET', K.meta, 'held_until', until_ms)
+  end
+  redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting', 'id', id, 'reason', 'rate_limit',
+    'until', until_ms)
+end
+wake(K)
+return until_ms
