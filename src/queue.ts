@@ -6,8 +6,8 @@ import { Admissions } from './admit.js';
 import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
 import { handlerFor, type SandboxConsumeOptions } from './consumer/sandbox/consume.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
-import { atLeast, knownKeys, wholeNumber } from './core/check.js';
-import { EchoMQError, optionsObject, showValue } from './core/errors.js';
+import { wholeNumber } from './core/check.js';
+import { optionsObject } from './core/errors.js';
 import { assertJobId } from './core/ids.js';
 import type {
   CleanOptions,
@@ -21,14 +21,14 @@ import type {
   ScheduleStatus,
 } from './core/types.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
-import { Lanes, rateSpec } from './lanes.js';
+import { Lanes } from './lanes.js';
 import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
 import { type RetryAllOptions, retryAll, retryOne } from './retry.js';
 import { configure } from './settings.js';
 import { clean, type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
-import { type Admission, encodeJob, RETAIN_KEYS } from './wire/admission.js';
+import { type Admission, encodeJob } from './wire/admission.js';
 import type { Connector } from './wire/connector.js';
 import type { Durability, Replication } from './wire/durability.js';
 import type { Keyspace } from './wire/keyspace.js';
