@@ -4,15 +4,15 @@
 // (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
 
 import { wholeNumber } from './core/check.js';
-import { jobView } from './core/codec.js';
 import { EchoMQError } from './core/errors.js';
 import { isJobId } from './core/ids.js';
 import type { LaneInfo } from './core/types.js';
 import { JOB_STATES, type JobState, type JobView, type QueueEvent } from './core/types.js';
 import type { EchoMQ } from './echomq.js';
 import { eventsOf } from './events/reader.js';
-import type { Queue } from './queue.js';
-import { QUEUES_KEY } from './wire/keyspace.js';
+import type { QueueWire } from './wire/queue-wire.js';
+import * as model from './wire/read-model.js';
+import * as reads from './wire/reads.js';
 
 /** The global registry of queue names (every queue adds itself on its first script call). */
 
@@ -187,50 +187,43 @@ const HISTORY_SLACK_MS = 1000;
 export class Inspector {
   constructor(private readonly mq: EchoMQ) {}
 
-  private get client() {
+  private get connector() {
     this.mq.connector.assertOpen();
-    return this.mq.connector.client;
+    return this.mq.connector;
   }
 
-  private queue(name: string): Queue {
-    return this.mq.queue(name);
+  private queue(name: string): QueueWire {
+    return this.mq.queue(name).wire;
   }
 
   /** The Redis server's clock, epoch ms (the clock every score is written with). */
-  private async now(): Promise<number> {
-    const [s, us] = await this.client.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  private now(): Promise<number> {
+    return model.serverNow(this.connector);
   }
 
   /** Whether a queue of this name is registered (has ever run a script). */
   async has(queue: string): Promise<boolean> {
-    return (await this.client.sismember(QUEUES_KEY, queue)) === 1;
+    return model.registered(this.connector, queue);
   }
 
   /** The names in the registry of queues, sorted. */
   async names(): Promise<string[]> {
-    return (await this.client.smembers(QUEUES_KEY)).sort();
+    return model.queueNames(this.connector);
   }
 
   /** The queues of `among` (default: every registered one) holding a job with this id, sorted. */
   async locate(id: string, among?: readonly string[]): Promise<string[]> {
     if (!isJobId(id)) return [];
-    const names: string[] = [];
-    const pipeline = this.client.pipeline();
+    const wires: QueueWire[] = [];
     for (const name of among ?? (await this.names())) {
       try {
-        pipeline.exists(this.queue(name).keys.job(id));
-        names.push(name);
+        wires.push(this.queue(name));
       } catch {
         // not a valid queue name: someone else's member of the registry
       }
     }
-    const replies = names.length === 0 ? [] : ((await pipeline.exec()) ?? []);
-    return names.filter((_, i) => {
-      const [err, n] = replies[i]!;
-      if (err) throw err;
-      return n === 1;
-    });
+    const held = await model.holding(this.connector, wires, id);
+    return wires.filter((_, i) => held[i]).map((w) => w.name);
   }
 
   /** Every registered queue with its counts, by name. */
@@ -238,16 +231,16 @@ export class Inspector {
     const names = await this.names();
     const out = await Promise.all(
       names.map(async (name): Promise<QueueSummary | null> => {
-        let q: Queue;
+        let q: QueueWire;
         try {
           q = this.queue(name);
         } catch {
           return null; // not a valid queue name: someone else's member of the set
         }
         const [counts, paused, lanes, waiting, kept] = await Promise.all([
-          q.counts(),
-          q.isPaused(),
-          this.client.scard(q.keys.key('lanes')),
+          reads.counts(q),
+          reads.isPaused(q),
+          model.laneCount(q),
           this.oldestWaiting(q),
           this.kept(q),
         ]);
@@ -261,12 +254,12 @@ export class Inspector {
   async stats(queue: string): Promise<QueueStats> {
     const q = this.queue(queue);
     const [counts, paused, lanes, rates, consumers, expiredLeases, waiting, kept] = await Promise.all([
-      q.counts(),
-      q.isPaused(),
-      q.lanes.list(),
+      reads.counts(q),
+      reads.isPaused(q),
+      reads.lanes(q),
       this.rates(q),
       this.consumers(queue),
-      this.now().then((now) => this.client.zcount(q.keys.key('active'), '-inf', `(${now}`)),
+      this.now().then((now) => model.expiredLeases(q, now)),
       this.oldestWaiting(q),
       this.kept(q),
     ]);
@@ -285,8 +278,8 @@ export class Inspector {
   }
 
   /** The queue's retention counts (QueueStats.kept). */
-  private async kept(q: Queue): Promise<{ completed: number; dead: number }> {
-    const [completed, dead] = await this.client.hmget(q.keys.key('meta'), 'keep_completed', 'keep_dead');
+  private async kept(q: QueueWire): Promise<{ completed: number; dead: number }> {
+    const [completed, dead] = await model.meta(q, 'keep_completed', 'keep_dead');
     return { completed: Number(completed ?? KEPT_COMPLETED), dead: Number(dead ?? KEPT_DEAD) };
   }
 
@@ -294,29 +287,22 @@ export class Inspector {
    * The wait of the job next in line in flat pending and in each lane (the head of each set):
    * now minus the later of its creation and its run-at. Two round trips whatever the backlog.
    */
-  private async oldestWaiting(q: Queue): Promise<{ oldestMs: number | null; lanes: Record<string, number> }> {
-    const groups = await this.client.smembers(q.keys.key('lanes'));
-    const sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
-    const heads = this.client.pipeline();
-    for (const set of sets) heads.zrange(set, 0, 0);
-    const ids = ((await heads.exec()) ?? []).map(([err, reply]) => {
-      if (err) throw err;
-      return (reply as string[])[0];
-    });
-    const rows = this.client.pipeline();
-    for (const id of ids) if (id !== undefined) rows.hmget(q.keys.job(id), 'created', 'runat');
-    const [now, replies] = await Promise.all([
+  private async oldestWaiting(
+    q: QueueWire,
+  ): Promise<{ oldestMs: number | null; lanes: Record<string, number> }> {
+    const groups = await reads.laneNames(q);
+    const ids = await model.firstOf(q, [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))]);
+    const heads = ids.filter((id): id is string => id !== undefined);
+    const [now, stamps] = await Promise.all([
       this.now(),
-      rows.length > 0 ? rows.exec() : Promise.resolve([]),
+      heads.length > 0 ? reads.fieldsOf(q, heads, 'created', 'runat') : Promise.resolve([]),
     ]);
     const lanes: Record<string, number> = {};
     let oldestMs: number | null = null;
     let r = 0;
     ids.forEach((id, i) => {
       if (id === undefined) return;
-      const [err, reply] = (replies ?? [])[r++] ?? [null, []];
-      if (err) throw err;
-      const [created, runAt] = (reply as (string | null)[]).map((v) => Number(v ?? 0));
+      const [created, runAt] = (stamps[r++] ?? []).map((v) => Number(v ?? 0));
       const waited = Math.max(0, now - Math.max(created ?? 0, runAt ?? 0));
       if (i > 0) lanes[groups[i - 1]!] = waited;
       oldestMs = Math.max(oldestMs ?? 0, waited);
@@ -324,20 +310,11 @@ export class Inspector {
     return { oldestMs, lanes };
   }
 
-  private async rates(q: Queue): Promise<QueueRates> {
+  private async rates(q: QueueWire): Promise<QueueRates> {
     const current = Math.floor((await this.now()) / 60_000);
-    const pipeline = this.client.pipeline();
-    for (let m = current - 59; m <= current; m++) pipeline.hmget(q.keys.stats(m), 'completed', 'failed');
-    const replies = (await pipeline.exec()) ?? [];
-    const perMinute = replies.map(([err, reply], i): MinuteRate => {
-      if (err) throw err;
-      const [completed, failed] = reply as (string | null)[];
-      return {
-        minute: (current - 59 + i) * 60_000,
-        completed: Number(completed ?? 0),
-        failed: Number(failed ?? 0),
-      };
-    });
+    const perMinute = (await model.minuteStats(q, current - 59, current)).map(
+      ([completed, failed], i): MinuteRate => ({ minute: (current - 59 + i) * 60_000, completed, failed }),
+    );
     const completedLastHour = perMinute.reduce((a, m) => a + m.completed, 0);
     const failedLastHour = perMinute.reduce((a, m) => a + m.failed, 0);
     const ran = completedLastHour + failedLastHour;
@@ -364,7 +341,6 @@ export class Inspector {
     const offset = wholeNumber(page.offset ?? 0, 'offset', 0, Number.MAX_SAFE_INTEGER);
     const limit = wholeNumber(page.limit ?? 50, 'limit', 1, MAX_LIMIT);
     const q = this.queue(queue);
-    const c = this.client;
     let sets: string[];
     if (page.group !== undefined) {
       if (state !== 'pending') {
@@ -374,14 +350,11 @@ export class Inspector {
         );
       }
       sets = [q.keys.lane(page.group)];
-    } else if (state === 'pending') {
-      const groups = (await c.smembers(q.keys.key('lanes'))).sort();
-      sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
     } else {
-      sets = [q.keys.stateSet(state)];
+      sets = await reads.setsOf(q, state);
     }
     if (page.tag !== undefined) return this.tagged(q, state, sets, page.tag, offset, limit);
-    const sizes = await Promise.all(sets.map((s) => c.zcard(s)));
+    const sizes = await model.sizes(q, sets);
     const total = sizes.reduce((a, b) => a + b, 0);
     // Map the page onto the sets laid end to end; each read is one ZRANGE of a slice.
     const ids: string[] = [];
@@ -394,7 +367,7 @@ export class Inspector {
         continue;
       }
       const stop = skip + (limit - ids.length) - 1;
-      const part = TERMINAL.has(state) ? await c.zrevrange(set, skip, stop) : await c.zrange(set, skip, stop);
+      const part = await model.slice(q, set, skip, stop, TERMINAL.has(state));
       ids.push(...part);
       skip = 0;
     }
@@ -404,16 +377,19 @@ export class Inspector {
   }
 
   /** Adds each active job's lease deadline (its score in active) and whether it has passed. */
-  private async withLeases(q: Queue, jobs: ListedJob[]): Promise<void> {
+  private async withLeases(q: QueueWire, jobs: ListedJob[]): Promise<void> {
     if (jobs.length === 0) return;
     const [now, scores] = await Promise.all([
       this.now(),
-      this.client.zmscore(q.keys.key('active'), ...jobs.map((j) => j.id)),
+      model.leaseDeadlines(
+        q,
+        jobs.map((j) => j.id),
+      ),
     ]);
     jobs.forEach((job, i) => {
       const score = scores[i];
       if (score === null || score === undefined) return;
-      job.leaseUntil = Number(score);
+      job.leaseUntil = score;
       job.leaseExpired = job.leaseUntil < now;
     });
   }
@@ -481,13 +457,13 @@ export class Inspector {
       throw new EchoMQError('EMQINPUT', `state must be completed, dead or cancelled, got ${String(state)}`);
     }
     wholeNumber(olderThanMs, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER);
-    return this.client.zcount(q.keys.stateSet(state), '-inf', (await this.now()) - olderThanMs);
+    return model.endedBefore(q, state, (await this.now()) - olderThanMs);
   }
 
   /** The rows of `ids`, in order; ids whose row is gone (removed meanwhile) are left out. */
   /** A page of the jobs of `sets` that carry `tag`, read in order in chunks, bounded. */
   private async tagged(
-    q: Queue,
+    q: QueueWire,
     state: JobState,
     sets: string[],
     tag: string,
@@ -503,17 +479,10 @@ export class Inspector {
     for (const set of sets) {
       for (let start = 0; scanned < TAG_SCAN_MAX; start += TAG_CHUNK) {
         const stop = start + Math.min(TAG_CHUNK, TAG_SCAN_MAX - scanned) - 1;
-        const ids = TERMINAL.has(state)
-          ? await this.client.zrevrange(set, start, stop)
-          : await this.client.zrange(set, start, stop);
+        const ids = await model.slice(q, set, start, stop, TERMINAL.has(state));
         if (ids.length === 0) break;
         scanned += ids.length;
-        const pipeline = this.client.pipeline();
-        for (const id of ids) pipeline.hget(q.keys.job(id), 'tags');
-        const tags = ((await pipeline.exec()) ?? []).map(([err, v]) => {
-          if (err) throw err;
-          return (v as string | null) ?? '';
-        });
+        const tags = (await reads.fieldsOf(q, ids, 'tags')).map(([t]) => t ?? '');
         for (const [i, id] of ids.entries()) {
           if (!tags[i]!.split(',').includes(tag)) continue;
           if (total >= offset && matches.length < limit) matches.push(id);
@@ -524,18 +493,8 @@ export class Inspector {
     return { total, jobs: await this.rows(q, matches), partial: scanned >= TAG_SCAN_MAX };
   }
 
-  private async rows(q: Queue, ids: string[]): Promise<JobView[]> {
-    if (ids.length === 0) return [];
-    const pipeline = this.client.pipeline();
-    for (const id of ids) pipeline.hgetall(q.keys.job(id));
-    const replies = (await pipeline.exec()) ?? [];
-    const out: JobView[] = [];
-    replies.forEach(([err, row], i) => {
-      if (err) throw err;
-      const r = row as Record<string, string>;
-      if (r.state) out.push(jobView(ids[i]!, r));
-    });
-    return out;
+  private rows(q: QueueWire, ids: string[]): Promise<JobView[]> {
+    return reads.rows(q, ids);
   }
 
   /**
@@ -546,11 +505,9 @@ export class Inspector {
   async job(queue: string, id: string): Promise<JobDetail | null> {
     const q = this.queue(queue);
     if (!isJobId(id)) return null; // no row can have it
-    const row = (await this.client.hgetall(q.keys.job(id))) as Record<string, string>;
-    if (!row.state) return null;
-    const view = jobView(id, row);
+    const view = await reads.row(q, id);
+    if (!view) return null;
     const since = Math.max(0, view.createdAt - HISTORY_SLACK_MS);
-    const key = q.keys.key('events');
     const history: QueueEvent[] = [];
     let end = '+';
     let scanned = 0;
@@ -560,10 +517,7 @@ export class Inspector {
         truncated = true;
         break;
       }
-      const chunk = (await this.client.xrevrange(key, end, String(since), 'COUNT', HISTORY_CHUNK)) as [
-        string,
-        string[],
-      ][];
+      const chunk = await model.eventsBack(q, end, since, HISTORY_CHUNK);
       scanned += chunk.length;
       for (const [streamId, flat] of chunk) {
         for (const e of eventsOf(streamId, flat)) if (e.id === id) history.push(e);
@@ -572,11 +526,7 @@ export class Inspector {
       end = `(${chunk[chunk.length - 1]![0]}`;
     }
     history.reverse();
-    const logKey = q.keys.logs(id);
-    const [logs, logCount] = await Promise.all([
-      this.client.lrange(logKey, -LOG_LINES_SHOWN, -1),
-      this.client.llen(logKey),
-    ]);
+    const { logs, count: logCount } = await reads.logPage(q, id, -LOG_LINES_SHOWN, LOG_LINES_SHOWN);
     const listed: ListedJob = view;
     if (view.state === 'active') await this.withLeases(q, [listed]);
     return { ...listed, history, historyTruncated: truncated, logs, logCount };
@@ -584,7 +534,7 @@ export class Inspector {
 
   /** The queue's fixed cadences (Repeat) and job schedulers, soonest next run first. */
   async schedulers(queue: string): Promise<SchedulersResult> {
-    const q = this.queue(queue);
+    const q = this.mq.queue(queue);
     const [repeats, schedulers] = await Promise.all([q.repeat.list(), q.schedulers.list()]);
     return {
       repeats: repeats.map((r) => {
@@ -615,25 +565,14 @@ export class Inspector {
    */
   async consumers(queue: string): Promise<ConsumerInfo[]> {
     const q = this.queue(queue);
-    const c = this.client;
     const now = await this.now();
-    const flat = await c.zrevrangebyscore(
-      q.keys.key('consumers'),
-      '+inf',
-      now - CONSUMER_WINDOW_MS,
-      'WITHSCORES',
-    );
-    if (flat.length === 0) return [];
-    const ids = flat.filter((_, i) => i % 2 === 0);
-    const infos = await c.hmget(q.keys.key('consumers:info'), ...ids);
-    return ids.map((id, i) => {
+    return (await model.consumerBeats(q, now - CONSUMER_WINDOW_MS)).map(({ id, lastSeen, info: raw }) => {
       let info: Record<string, unknown> = {};
       try {
-        info = (JSON.parse(infos[i] ?? '{}') as Record<string, unknown>) ?? {};
+        info = (JSON.parse(raw ?? '{}') as Record<string, unknown>) ?? {};
       } catch {
         // a runtime that wrote something else: show the id and time only
       }
-      const lastSeen = Number(flat[i * 2 + 1]);
       const beatMs = Number(info.beatMs) > 0 ? Number(info.beatMs) : 1000;
       const silentMs = Math.max(0, now - lastSeen);
       return {
