@@ -6,28 +6,14 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SCRIPT_KEYS } from '../src/wire/keyspace.js';
 import { PROTOCOL_DIR } from '../src/wire/scripts.js';
 import { embedLibs, readProtocolLib } from '../tools/embed-lua.js';
 import { files, replay, scripts, show } from './support/conformance.js';
 import { useRedisServer } from './support/harness.js';
 
-/** The key names a script's `-- KEYS:` line may use (SPEC.md, "Key taxonomy"). */
-const KNOWN_KEYS = new Set([
-  'job',
-  'schedule',
-  'pending',
-  'active',
-  'completed',
-  'dead',
-  'cancelled',
-  'events',
-  'wake',
-  'meta',
-  'ring',
-  'repeat',
-  'schedulers',
-  'consumers',
-]);
+/** The key names a script's `-- KEYS:` line may use (SPEC.md, "Key taxonomy"; parseScript refuses others). */
+const KNOWN_KEYS: ReadonlySet<string> = new Set(SCRIPT_KEYS);
 
 /** The BullMQ vocabulary the seeds fix for the events stream, and `updated` (SPEC.md section 16). */
 const EVENT_NAMES = new Set([
