@@ -183,12 +183,14 @@ export class Queue<D = unknown, R = unknown> {
   ): Promise<{ id: string; status: EnqueueStatus }[]> {
     const argv: string[] = [this.keys.prefix];
     // Plain jobs travel as 9-field tuples; a call with any job of its own retention, tags or
-    // lifo announces the 13-field form with '#13'.
+    // lifo announces the 13-field form with '#13', and with a timeout the 14-field form ('#14').
     const wide = jobs.some(extended);
-    if (wide) argv.push('#13');
+    const timed = wide && jobs.some((j) => j.timeout !== '');
+    if (wide) argv.push(timed ? '#14' : '#13');
     for (const j of jobs) {
       argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff, j.dedupeKey, j.dedupeSpec);
       if (wide) argv.push(j.retainCompleted, j.retainDead, j.tags, j.lifo);
+      if (timed) argv.push(j.timeout);
     }
     const reply = (await this.run('enqueue', argv, undefined, durability)) as (number | string)[];
     return reply.map((r, i) => admitted(jobs[i]!.id, r, 'enqueued'));
@@ -271,6 +273,7 @@ export class Queue<D = unknown, R = unknown> {
     const argv = [j.id, j.payload, mode, value, j.priority, j.group, j.name, j.max, j.backoff];
     argv.push(j.dedupeKey, j.dedupeSpec);
     if (extended(j)) argv.push(j.retainCompleted, j.retainDead, j.tags);
+    if (j.timeout !== '') argv.push(j.timeout);
     const reply = await this.run('schedule', argv, j.id, durability);
     return admitted(j.id, reply, 'scheduled');
   }

@@ -60,6 +60,12 @@ export interface EnqueueOptions {
   /** Claimed before the jobs of its priority that wait already (last in, first out). enqueue only. */
   lifo?: boolean;
   /**
+   * Execution timeout per attempt, in ms (>= 1): at the timeout the handler's signal aborts and
+   * the attempt fails with reason `timeout` (retried per its policy); a result the handler
+   * returns afterwards is refused by the lease token. Default: the consumer's `timeoutMs`.
+   */
+  timeoutMs?: number;
+  /**
    * Resolve only once this many replicas have the job (WAIT), else fail with EMQDURABILITY;
    * false: not for this call. Default: connect's `durability`. Not for jobs inside flows.
    */
