@@ -37,7 +37,10 @@ export function checkRetryPolicies(opts: RetryPolicies): void {
   }
   for (const [name, fn] of Object.entries(byName)) {
     if (typeof fn !== 'function') {
-      throw new EchoMQError('EMQINPUT', `retryByName.${name} must be a retry policy function, got ${showValue(fn)}`);
+      throw new EchoMQError(
+        'EMQINPUT',
+        `retryByName.${name} must be a retry policy function, got ${showValue(fn)}`,
+      );
     }
   }
 }
@@ -69,10 +72,14 @@ export function retryDecision(
     try {
       answer = policy(job.attempts, error, job);
     } catch (err) {
-      return { delay: -1, error: badPolicy(job, error, `threw ${err instanceof Error ? err.message : showValue(err)}`) };
+      return {
+        delay: -1,
+        error: badPolicy(job, error, `threw ${err instanceof Error ? err.message : showValue(err)}`),
+      };
     }
     if (answer === 'dead') return { delay: -1, error };
-    if (typeof answer === 'number' && Number.isSafeInteger(answer) && answer >= 0) return { delay: answer, error };
+    if (typeof answer === 'number' && Number.isSafeInteger(answer) && answer >= 0)
+      return { delay: answer, error };
     if (answer !== undefined) {
       const shown = typeof answer === 'string' ? `'${answer}'` : showValue(answer);
       return { delay: -1, error: badPolicy(job, error, `returned ${shown}`) };

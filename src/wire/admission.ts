@@ -85,7 +85,9 @@ export function encodeJob(
 
 /** True when a job needs enqueue's 13-field tuple (its own retention, tags or lifo) or more (a timeout). */
 export function extended(j: Admission): boolean {
-  return j.retainCompleted !== '' || j.retainDead !== '' || j.tags !== '' || j.lifo !== '' || j.timeout !== '';
+  return (
+    j.retainCompleted !== '' || j.retainDead !== '' || j.tags !== '' || j.lifo !== '' || j.timeout !== ''
+  );
 }
 
 /** A job's own retention as the row keeps it: '<count>:<age_ms>' (-1 = no bound), '' for none. */
