@@ -200,6 +200,18 @@ export interface JobContext {
 
 export type Handler<D, R> = (job: Job<D>, ctx: JobContext) => Promise<R> | R;
 
+/** What a consumer emits (consumer.on(...)). */
+export interface ConsumerEvents {
+  completed: [job: Job, result: unknown];
+  failed: [job: Job, error: Error, outcome: 'retry' | 'dead' | 'cancelled'];
+  /** The lease was taken over (expired and recovered elsewhere): the result was not stored. */
+  lost: [job: Job];
+  error: [error: unknown];
+  degraded: [error: unknown, retryInMs: number];
+  recovered: [];
+  closed: [];
+}
+
 // ── events ──
 
 /** The lifecycle vocabulary (BullMQ's, and `updated`), as written by the protocol scripts. */
