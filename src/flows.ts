@@ -100,10 +100,10 @@ export async function addFlow<D>(
     if ('dedupe' in opts) throw new EchoMQError('EMQINPUT', 'dedupe is not supported on the jobs of a flow');
     const name = job.name ?? opts.name;
     const a = encodeJob(job.data, name === undefined ? opts : { ...opts, name }, queue.limits);
-    if (a.retainCompleted || a.retainDead || a.tags || a.lifo) {
+    if (a.retainCompleted || a.retainDead || a.tags || a.lifo || a.timeout) {
       throw new EchoMQError(
         'EMQINPUT',
-        'removeOnComplete, removeOnFail, tags and lifo are not supported on flow jobs yet',
+        'removeOnComplete, removeOnFail, tags, lifo and timeoutMs are not supported on flow jobs yet',
       );
     }
     if (seen.has(a.id)) throw new EchoMQError('EMQINPUT', `job id ${a.id} appears twice in the flow`);

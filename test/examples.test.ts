@@ -23,6 +23,7 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   ],
   ['examples/priorities.ts', ['password reset, invoice, receipt, weekly report']],
   ['examples/rate-limits.ts', ['call 7', '7 calls in 3 windows of 500 ms']],
+  ['examples/queue-concurrency.ts', ['6 renders, at most 2 at once across 3 consumers']],
   ['examples/pause.ts', ['paused: true, pending: 1', 'ran enqueued while paused', 'paused: false']],
   ['examples/dedupe.ts', ['throttle: deduplicated, kept the first: true', 'ran with sync', 'ran with echo']],
   ['examples/retention.ts', ['kept: {"completed":3,"dead":1}', 'cleaned: 1']],

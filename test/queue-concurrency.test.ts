@@ -138,6 +138,35 @@ describe('queue-wide concurrency', () => {
     expect(await running()).toBe(0);
   });
 
+  it('gives back the slots of the jobs a closing consumer hands back, and the next consumer runs them', async () => {
+    await q.configure({ concurrency: 2 });
+    for (let i = 0; i < 3; i++) await q.enqueue({ i });
+    const started: string[] = [];
+    const first = await consumers.start(
+      name,
+      async (job: { id: string }, ctx: { signal: AbortSignal }) => {
+        started.push(job.id);
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+        throw new Error('closed under me');
+      },
+      { concurrency: 5 },
+    );
+    await poll(
+      async () => started.length,
+      (n) => n === 2,
+      'two jobs to start (the cap)',
+    );
+    expect(await running()).toBe(2);
+    await first.close({ timeoutMs: 0 });
+    expect(await running()).toBe(0);
+    expect((await q.counts()).pending).toBe(3);
+
+    const second = await consumers.start(name, () => 'ok', { concurrency: 5 });
+    await within(completions([second as Consumer], 3), 10_000, 'the 3 jobs on the next consumer');
+    await within(second.idle(), 3000, 'an idle consumer');
+    expect(await running()).toBe(0);
+  });
+
   it('refuses a cap that is not a whole number >= 1, writing nothing; null removes it', async () => {
     for (const bad of [0, -1, 1.5, Number.NaN, '2']) {
       await expectRefused(() => q.configure({ concurrency: bad as number }), 'EMQINPUT');

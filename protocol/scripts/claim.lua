@@ -10,6 +10,8 @@
 --   wait_ms: ms until a rate limit (queue or lane) lets more be claimed, -1 when none holds
 --   work back; now_ms the server clock and next_due_ms the schedule's earliest run-at (-1:
 --   empty), read with wake_id, so a timer armed from them misses no 'w s' before wake_id.
+--   When a job taken has a `timeout` (enqueue's timeout_ms), a sixth entry follows:
+--   timeouts, flat id timeout_ms pairs (strings) for those jobs; otherwise there is none.
 --   Ghosts and moved rows are dropped and the claim pops on (never short while work waits).
 --   A moved row joins the set its state names when that lacks it; a row whose attempts,
 --   token or max is not a whole number, or whose state is unknown, is dead-lettered as
@@ -365,7 +367,8 @@ end
 -- ('' when full, or when cut at SKIP_MAX: claim again); the ms until a rate limit lets more be
 -- claimed (-1: no limit is holding work back); and the schedule's earliest run-at (-1: empty),
 -- read in the same atomic call as the wake id, so a consumer that parks after that id has
--- seen every 'w s' written before it.
+-- seen every 'w s' written before it; and `timeouts`, a flat id, timeout_ms pair for each job
+-- taken whose row has a `timeout` (empty for most calls: the scripts reply it only when not).
 local SKIP_MAX = 1000
 -- A rate log's entries stamped after now were written before the server clock stepped back:
 -- they count from now, so the window reopens rate_ms from now and not the step later (SPEC 2.1).
@@ -383,6 +386,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
   -- The queue's settings in the one meta read every claim makes: pause, rate limit, the
   -- queue-wide concurrency cap with its running count, and a handler's hold (rate_limit).
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until')
+  local timeouts = {} -- id, timeout_ms of the jobs taken that have one
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
   local cap = tonumber(m[4] or '0') or 0
@@ -420,7 +424,8 @@ local function claim(p, K, n, lease, now, now_us, emax)
   end
   local function take(id)
     local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
+    local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token',
+      'timeout')
     if row[1] ~= 'pending' then -- a ghost or a moved row: drop it and pop on
       skipped = skipped + 1
       if row[1] and rehome(p, K, id, row[1], now, emax) then woke = true end
@@ -449,6 +454,10 @@ local function claim(p, K, n, lease, now, now_us, emax)
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
     got = got + 1
+    if row[8] then
+      timeouts[#timeouts + 1] = id
+      timeouts[#timeouts + 1] = row[8]
+    end
     log[#log + 1] = now
     log[#log + 1] = id .. ':' .. text
     return text
@@ -552,7 +561,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
   end
   local head = redis.call('ZRANGE', p .. 'schedule', 0, 0, 'WITHSCORES')
-  return jobs, wid, wait, head[2] and tonumber(head[2]) or -1
+  return jobs, wid, wait, head[2] and tonumber(head[2]) or -1, timeouts
 end
 -- <<< lib/claim.lua
 -- >>> lib/args.lua
@@ -578,5 +587,7 @@ end
 local K = { pending = KEYS[1], active = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5], ring = KEYS[6] }
 local now, now_us = server_clock()
 local emax = redis.call('HGET', K.meta, 'events_max') or '10000'
-local jobs, wid, wait, head = claim(ARGV[1], K, tonumber(ARGV[2]), tonumber(ARGV[3]), now, now_us, emax)
+local jobs, wid, wait, head, timeouts = claim(ARGV[1], K, tonumber(ARGV[2]), tonumber(ARGV[3]), now, now_us, emax)
+-- A sixth entry only when a job taken has an execution timeout: other replies keep their shape.
+if #timeouts > 0 then return { jobs, wid, wait, now, head, timeouts } end
 return { jobs, wid, wait, now, head }

@@ -6,7 +6,8 @@
 -- REPLY: {statuses, jobs, wake_id, wait_ms, now_ms, next_due_ms}: statuses[i] 'OK' (also for
 --   a repeat of an acknowledgement already applied: completed with the same token) or
 --   'EMQLEASE' (the token is no longer the job's, or the job is not active: that job is left
---   unchanged); jobs, wake_id, wait_ms, now_ms and next_due_ms as in claim.
+--   unchanged); jobs, wake_id, wait_ms, now_ms and next_due_ms as in claim, and claim's
+--   optional timeouts entry after them.
 -- ERRORS: none (a stale token is a per-job status, so one zombie does not fail a batch)
 -- EVENTS: completed: one entry for the call's completed jobs (id, and ids when several; see
 --   lib/bulk.lua emit_batch); then claim's events. Counts completions per minute in
@@ -445,7 +446,8 @@ end
 -- ('' when full, or when cut at SKIP_MAX: claim again); the ms until a rate limit lets more be
 -- claimed (-1: no limit is holding work back); and the schedule's earliest run-at (-1: empty),
 -- read in the same atomic call as the wake id, so a consumer that parks after that id has
--- seen every 'w s' written before it.
+-- seen every 'w s' written before it; and `timeouts`, a flat id, timeout_ms pair for each job
+-- taken whose row has a `timeout` (empty for most calls: the scripts reply it only when not).
 local SKIP_MAX = 1000
 -- A rate log's entries stamped after now were written before the server clock stepped back:
 -- they count from now, so the window reopens rate_ms from now and not the step later (SPEC 2.1).
@@ -463,6 +465,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
   -- The queue's settings in the one meta read every claim makes: pause, rate limit, the
   -- queue-wide concurrency cap with its running count, and a handler's hold (rate_limit).
   local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until')
+  local timeouts = {} -- id, timeout_ms of the jobs taken that have one
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
   local cap = tonumber(m[4] or '0') or 0
@@ -500,7 +503,8 @@ local function claim(p, K, n, lease, now, now_us, emax)
   end
   local function take(id)
     local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token')
+    local row = redis.call('HMGET', jk, 'state', 'payload', 'name', 'max', 'backoff', 'attempts', 'token',
+      'timeout')
     if row[1] ~= 'pending' then -- a ghost or a moved row: drop it and pop on
       skipped = skipped + 1
       if row[1] and rehome(p, K, id, row[1], now, emax) then woke = true end
@@ -529,6 +533,10 @@ local function claim(p, K, n, lease, now, now_us, emax)
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
     got = got + 1
+    if row[8] then
+      timeouts[#timeouts + 1] = id
+      timeouts[#timeouts + 1] = row[8]
+    end
     log[#log + 1] = now
     log[#log + 1] = id .. ':' .. text
     return text
@@ -632,7 +640,7 @@ local function claim(p, K, n, lease, now, now_us, emax)
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
   end
   local head = redis.call('ZRANGE', p .. 'schedule', 0, 0, 'WITHSCORES')
-  return jobs, wid, wait, head[2] and tonumber(head[2]) or -1
+  return jobs, wid, wait, head[2] and tonumber(head[2]) or -1, timeouts
 end
 -- <<< lib/claim.lua
 -- >>> lib/args.lua
@@ -709,5 +717,6 @@ for _, a in ipairs(after) do -- the jobs' own retention
   if a[2][6] then retain(p, K.completed, a[1], a[2][6], now, ids_window(s[4])) end
 end
 if woke then wake(K) end
-local jobs, wid, wait, head = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax)
+local jobs, wid, wait, head, timeouts = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax)
+if #timeouts > 0 then return { statuses, jobs, wid, wait, now, head, timeouts } end -- as claim's
 return { statuses, jobs, wid, wait, now, head }

@@ -7,6 +7,9 @@
 --   group: '' or the lane name; name, max (attempts allowed), backoff (JSON): '' when absent
 --   dedupe_key: '' or the key jobs are deduplicated by (P dedupe:<key>); dedupe_spec:
 --   'throttle' | 'debounce', optionally ':<ttl_ms>' (see lib/dedupe.lua)
+--   or the marker '#14' and 14-field tuples: the 13, then timeout_ms ('' or a whole number
+--   >= 1: the job's execution timeout per attempt, kept on the row as `timeout`; claim
+--   replies it)
 -- REPLY: one entry per job: 1 enqueued, 0 duplicate (the id exists, or ended within the
 --   idempotency window, lib/idempotency.lua; nothing written), or the
 --   kept job's id (a string) when deduplicated (nothing of the new job is written)
@@ -299,11 +302,13 @@ local K = { pending = KEYS[1], events = KEYS[2], wake = KEYS[3], meta = KEYS[4],
 local first, w = 2, 7 -- the ARGV index of the first tuple, and the tuple width
 if ARGV[2] == '#13' then
   first, w = 3, 13
+elseif ARGV[2] == '#14' then
+  first, w = 3, 14
 elseif (#ARGV - 1) % 9 == 0 and ((#ARGV - 1) % 7 ~= 0 or string.sub(ARGV[11], 1, 3) == 'JOB') then
   w = 9
 end
 if (#ARGV - first + 1) % w ~= 0 or #ARGV < first + w - 1 then
-  return redis.error_reply('EMQINPUT enqueue takes the prefix, then 9 (or 7) fields per job, or #13 and 13')
+  return redis.error_reply('EMQINPUT enqueue takes the prefix, then 9 (or 7) fields per job, or #13 and 13, or #14 and 14')
 end
 local n = (#ARGV - first + 1) / w
 for i = 0, n - 1 do
@@ -317,9 +322,12 @@ for i = 0, n - 1 do
   if w >= 9 and ARGV[b + 7] ~= '' and not dedupe_spec(ARGV[b + 8]) then
     return redis.error_reply('EMQINPUT dedupe_spec must be throttle or debounce, optionally :<ttl_ms>')
   end
-  if w == 13 and (not retain_ok(ARGV[b + 9]) or not retain_ok(ARGV[b + 10])
+  if w >= 13 and (not retain_ok(ARGV[b + 9]) or not retain_ok(ARGV[b + 10])
       or (ARGV[b + 12] ~= '' and ARGV[b + 12] ~= '1')) then
     return refuse('enqueue', "retain specs '' or <count>:<age_ms> (whole numbers >= -1) and lifo '' or '1'")
+  end
+  if w == 14 and ARGV[b + 13] ~= '' and not whole(ARGV[b + 13], 1) then
+    return refuse('enqueue', "a timeout_ms '' or a whole number >= 1")
   end
 end
 local t = redis.call('TIME')
@@ -363,11 +371,12 @@ for i = 0, n - 1 do
     if ARGV[b + 5] ~= '' then row[#row + 1], row[#row + 2] = 'max', ARGV[b + 5] end
     if ARGV[b + 6] ~= '' then row[#row + 1], row[#row + 2] = 'backoff', ARGV[b + 6] end
     local score = prio
-    if w == 13 then
+    if w >= 13 then
       if ARGV[b + 9] ~= '' then row[#row + 1], row[#row + 2] = 'retain_completed', ARGV[b + 9] end
       if ARGV[b + 10] ~= '' then row[#row + 1], row[#row + 2] = 'retain_dead', ARGV[b + 10] end
       if ARGV[b + 11] ~= '' then row[#row + 1], row[#row + 2] = 'tags', ARGV[b + 11] end
       if ARGV[b + 12] == '1' then score = lifo_score(K, prio) end
+      if w == 14 and ARGV[b + 13] ~= '' then row[#row + 1], row[#row + 2] = 'timeout', ARGV[b + 13] end
     end
     redis.call('HSET', jk, unpack(row))
     if release(p, K, id, group, score, true) then woke = true end

@@ -1,15 +1,17 @@
 #!lua flags=allow-oom
 -- fail: record a failed attempt, fenced by lease token, and retry, dead-letter or cancel it.
 -- KEYS: job active schedule dead cancelled events wake meta ring pending
--- ARGV: prefix id token message stack delay_ms
+-- ARGV: prefix id token message stack delay_ms [reason]
 --   message, stack: the error (already size-limited by the caller; stack '' for none);
 --   delay_ms: the retry delay computed above the wire by Backoff; '-1' = never retry
 --   (an unrecoverable error). The retry runs at server now + delay_ms.
+--   reason (optional): 'error' (the default) or 'timeout' (the attempt ran past its
+--   execution timeout): the failed event's reason when the attempt is not unrecoverable
 -- REPLY: 'retry' (scheduled, or pending when delay_ms is 0), 'dead' (no attempts left, or
 --   never retry, or bad data: attempts, max or prio not a whole number, dead-lettered as
 --   EMQDATA, event failed reason data), 'cancelled' (a cancel was requested while it ran)
 -- ERRORS: EMQNOJOB no such row; EMQLEASE the token is not the job's or the job is not active
---   (nothing changes)
+--   (nothing changes); EMQINPUT a reason other than 'error' or 'timeout'
 -- EVENTS: failed (id, attempt, reason) then delayed (id, at) | waiting (id) |
 --   retries_exhausted (id, attempt); a cancelled job: failed (id, reason cancelled) only.
 --   Counts failures per minute in stats:<epoch minute> (hash field failed, kept 2 hours).
@@ -397,6 +399,10 @@ end
 if #ARGV < 6 or not whole(ARGV[6], -1) then
   return refuse('fail', 'prefix id token message stack delay_ms; delay_ms a whole number >= -1')
 end
+local why = ARGV[7] or 'error' -- the failed event's reason for an attempt that may be retried
+if why ~= 'error' and why ~= 'timeout' then
+  return refuse('fail', "a reason 'error' or 'timeout' (or none) after delay_ms")
+end
 local p, id = ARGV[1], ARGV[2]
 local K = { job = KEYS[1], active = KEYS[2], schedule = KEYS[3], dead = KEYS[4], cancelled = KEYS[5],
   events = KEYS[6], wake = KEYS[7], meta = KEYS[8], ring = KEYS[9], pending = KEYS[10] }
@@ -440,14 +446,14 @@ elseif delay < 0 or attempts >= max then
   redis.call('HSET', K.job, 'state', 'dead', 'finished', now)
   redis.call('ZADD', K.dead, now, id)
   redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'attempt', attempts,
-    'reason', delay < 0 and 'unrecoverable' or 'error')
+    'reason', delay < 0 and 'unrecoverable' or why)
   redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'retries_exhausted', 'id', id,
     'attempt', attempts)
   trim(p, K.dead, tonumber(s[2] or '10000'), tonumber(s[3] or '604800000'), now, ids_window(s[4]))
   reply = 'dead'
 else
   redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'attempt', attempts,
-    'reason', 'error')
+    'reason', why)
   if delay == 0 then
     redis.call('HSET', K.job, 'state', 'pending')
     if release(p, K, id, row[5], row[7] or '0') then woke = true end

@@ -1,7 +1,8 @@
 -- schedule: admit a job fenced out of pending until its run-at score (the seeds' @schedule).
 -- KEYS: job schedule events wake meta
 -- ARGV: id payload mode value [priority group name max backoff dedupe_key dedupe_spec
---   retain_completed retain_dead tags] (the last three as in enqueue's 13-field tuples)
+--   retain_completed retain_dead tags timeout_ms] (the last four as in enqueue's 14-field
+--   tuples)
 --   mode 'at': value is the absolute run-at ms; mode 'in': value is a delay in ms added to
 --   the SERVER clock (TIME), never the caller's. The bracketed fields are as in enqueue.
 -- REPLY: 1 scheduled, 0 duplicate (the id exists, or ended within the idempotency window:
@@ -250,6 +251,9 @@ for i = 12, 13 do
     return refuse('schedule', "retain specs '' or <count>:<age_ms> (whole numbers >= -1)")
   end
 end
+if ARGV[15] and ARGV[15] ~= '' and not whole(ARGV[15], 1) then
+  return refuse('schedule', "a timeout_ms '' or a whole number >= 1")
+end
 if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
@@ -295,7 +299,7 @@ if group ~= '' then redis.call('HSET', KEYS[1], 'group', group) end
 if name ~= '' then redis.call('HSET', KEYS[1], 'name', name) end
 if ARGV[8] and ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'max', ARGV[8]) end
 if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'backoff', ARGV[9]) end
-for i, field in ipairs({ 'retain_completed', 'retain_dead', 'tags' }) do
+for i, field in ipairs({ 'retain_completed', 'retain_dead', 'tags', 'timeout' }) do
   if ARGV[11 + i] and ARGV[11 + i] ~= '' then redis.call('HSET', KEYS[1], field, ARGV[11 + i]) end
 end
 redis.call('ZADD', KEYS[2], score, ARGV[1])

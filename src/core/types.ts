@@ -60,6 +60,12 @@ export interface EnqueueOptions {
   /** Claimed before the jobs of its priority that wait already (last in, first out). enqueue only. */
   lifo?: boolean;
   /**
+   * Execution timeout per attempt, in ms (>= 1): at the timeout the handler's signal aborts and
+   * the attempt fails with reason `timeout` (retried per its policy); a result the handler
+   * returns afterwards is refused by the lease token. Default: the consumer's `timeoutMs`.
+   */
+  timeoutMs?: number;
+  /**
    * Resolve only once this many replicas have the job (WAIT), else fail with EMQDURABILITY;
    * false: not for this call. Default: connect's `durability`. Not for jobs inside flows.
    */
@@ -193,6 +199,18 @@ export interface JobContext {
 }
 
 export type Handler<D, R> = (job: Job<D>, ctx: JobContext) => Promise<R> | R;
+
+/** What a consumer emits (consumer.on(...)). */
+export interface ConsumerEvents {
+  completed: [job: Job, result: unknown];
+  failed: [job: Job, error: Error, outcome: 'retry' | 'dead' | 'cancelled'];
+  /** The lease was taken over (expired and recovered elsewhere): the result was not stored. */
+  lost: [job: Job];
+  error: [error: unknown];
+  degraded: [error: unknown, retryInMs: number];
+  recovered: [];
+  closed: [];
+}
 
 // ── events ──
 

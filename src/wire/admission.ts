@@ -3,7 +3,7 @@
 // uses the same priority, group, attempts and backoff rules). Every message here is checked word
 // for word by the tests.
 import { Backoff } from '../core/backoff.js';
-import { assertName, knownKeys, PRIORITY_MAX, wholeNumber } from '../core/check.js';
+import { assertName, atLeast, knownKeys, PRIORITY_MAX, wholeNumber } from '../core/check.js';
 import { encodeJson } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
 import { assertJobId, mintJobId } from '../core/ids.js';
@@ -25,6 +25,7 @@ const KNOWN_OPTIONS = new Set([
   'removeOnFail',
   'tags',
   'lifo',
+  'timeoutMs',
 ]);
 const DEDUPE_OPTIONS = new Set(['key', 'ttlMs', 'mode']);
 const MAX_TAGS = 10;
@@ -47,6 +48,8 @@ export interface Admission {
   retainDead: string;
   tags: string;
   lifo: string;
+  /** '' or the execution timeout per attempt in ms (enqueue's 14-field tuples, schedule). */
+  timeout: string;
 }
 
 /** Validates and encodes one job for the admission scripts (enqueue, schedule, flow_add). */
@@ -76,12 +79,15 @@ export function encodeJob(
     retainDead: retainSpec(opts.removeOnFail, 'removeOnFail'),
     tags: tagList(opts.tags),
     lifo: lifoFlag(opts.lifo),
+    timeout: opts.timeoutMs === undefined ? '' : String(atLeast(opts.timeoutMs, 'timeoutMs', 1)),
   };
 }
 
-/** True when a job needs enqueue's 13-field tuple (its own retention, tags or lifo). */
+/** True when a job needs enqueue's 13-field tuple (its own retention, tags or lifo) or more (a timeout). */
 export function extended(j: Admission): boolean {
-  return j.retainCompleted !== '' || j.retainDead !== '' || j.tags !== '' || j.lifo !== '';
+  return (
+    j.retainCompleted !== '' || j.retainDead !== '' || j.tags !== '' || j.lifo !== '' || j.timeout !== ''
+  );
 }
 
 /** A job's own retention as the row keeps it: '<count>:<age_ms>' (-1 = no bound), '' for none. */

@@ -27,12 +27,14 @@ export async function enqueue(
 ): Promise<{ id: string; status: EnqueueStatus }[]> {
   const argv: string[] = [w.keys.prefix];
   // Plain jobs travel as 9-field tuples; a call with any job of its own retention, tags or
-  // lifo announces the 13-field form with '#13'.
+  // lifo announces the 13-field form with '#13', and with a timeout the 14-field form ('#14').
   const wide = jobs.some(extended);
-  if (wide) argv.push('#13');
+  const timed = wide && jobs.some((j) => j.timeout !== '');
+  if (wide) argv.push(timed ? '#14' : '#13');
   for (const j of jobs) {
     argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff, j.dedupeKey, j.dedupeSpec);
     if (wide) argv.push(j.retainCompleted, j.retainDead, j.tags, j.lifo);
+    if (timed) argv.push(j.timeout);
   }
   const reply = (await w.run('enqueue', argv, undefined, durability)) as (number | string)[];
   return reply.map((r, i) => admitted(jobs[i]!.id, r, 'enqueued'));
@@ -51,6 +53,7 @@ export async function schedule(
   const argv: Arg[] = [j.id, j.payload, mode, value, j.priority, j.group, j.name, j.max, j.backoff];
   argv.push(j.dedupeKey, j.dedupeSpec);
   if (extended(j)) argv.push(j.retainCompleted, j.retainDead, j.tags);
+  if (j.timeout !== '') argv.push(j.timeout);
   return admitted(j.id, await w.run('schedule', argv, j.id, durability), 'scheduled');
 }
 
@@ -91,6 +94,8 @@ export interface ClaimedJob {
   /** '' when the job has no name, as the backoff when it has no policy of its own. */
   name: string;
   backoff: string;
+  /** The job's execution timeout per attempt in ms, when it has one (SPEC 8.1). */
+  timeoutMs?: number;
 }
 
 export interface Claimed {
@@ -106,7 +111,14 @@ export interface Claimed {
 
 /** claim's reply (and complete's tail): 7 entries per job, then the wake id, wait, clock, next due. */
 function claimed(reply: unknown[]): Claimed {
-  const [flat, wakeId, waitMs, now, nextDue] = reply as [unknown[], string, number, number, number];
+  const [flat, wakeId, waitMs, now, nextDue, timeouts] = reply as [
+    unknown[],
+    string,
+    number,
+    number,
+    number,
+    string[] | undefined,
+  ];
   const jobs: ClaimedJob[] = [];
   for (let i = 0; i < flat.length; i += 7) {
     jobs.push({
@@ -118,6 +130,15 @@ function claimed(reply: unknown[]): Claimed {
       name: flat[i + 5] as string,
       backoff: flat[i + 6] as string,
     });
+  }
+  // A trailing `id timeout_ms` list, only when a job taken has a timeout.
+  if (timeouts && timeouts.length > 0) {
+    const byId = new Map<string, number>();
+    for (let i = 0; i < timeouts.length; i += 2) byId.set(timeouts[i]!, Number(timeouts[i + 1]));
+    for (const j of jobs) {
+      const t = byId.get(j.id);
+      if (t !== undefined) j.timeoutMs = t;
+    }
   }
   return { jobs, wakeId, waitMs, now, nextDue };
 }
@@ -152,7 +173,7 @@ export async function complete(
 
 // ── 19.7 fail ─────────────────────────────────────────────────────────────────
 
-/** Records a failed attempt: a retry after `delayMs` (-1: none left), dead, or cancelled. */
+/** Records a failed attempt: a retry after `delayMs` (-1: none left), dead, or cancelled; `reason` for its event. */
 export async function fail(
   w: QueueWire,
   id: string,
@@ -160,11 +181,11 @@ export async function fail(
   message: string,
   stack: string,
   delayMs: number,
+  reason?: 'error' | 'timeout',
 ): Promise<'retry' | 'dead' | 'cancelled'> {
-  return (await w.run('fail', [w.keys.prefix, id, token, message, stack, delayMs], id)) as
-    | 'retry'
-    | 'dead'
-    | 'cancelled';
+  const argv: Arg[] = [w.keys.prefix, id, token, message, stack, delayMs];
+  if (reason !== undefined) argv.push(reason);
+  return (await w.run('fail', argv, id)) as 'retry' | 'dead' | 'cancelled';
 }
 
 // ── 19.8 extend_lock ──────────────────────────────────────────────────────────

@@ -1,0 +1,246 @@
+// How a finished job's outcome reaches Redis. Completions are batched: every handler that
+// finishes in one tick is acknowledged by one `complete` call, which also claims the next jobs
+// for the slots it frees (so a busy consumer needs about one round trip per batch, and never a
+// timer per job). A failure is one `fail` call, sent again until it lands. A slot freed outside
+// an ack (a failure) is refilled on the next tick, together with the acks of that tick.
+
+import type { EventEmitter } from 'node:events';
+import { Backoff } from '../core/backoff.js';
+import { encodeJson } from '../core/codec.js';
+import { EchoMQError, thrownError } from '../core/errors.js';
+import type { ConsumerEvents, Handler } from '../core/types.js';
+import type { Queue } from '../queue.js';
+import type { Leases } from './leases.js';
+import type { ConsumeSettings } from './options.js';
+import { badData, type ClaimReply, type Running, UnrecoverableError } from './running.js';
+
+/** What the acks ask of the beat that owns the slots. */
+export interface Slots {
+  closing(): boolean;
+  /** The last claim came back short (nothing claimable until a wake). */
+  short(): boolean;
+  /** Slots free now (may be negative while claims are in flight). */
+  free(): number;
+  /** Counts n slots as promised to a claim in flight; a negative n gives them back. */
+  reserve(n: number): void;
+  /** Starts the jobs a reply claimed and takes in what it saw (wake id, rate wait, schedule head). */
+  startClaimed(reply: ClaimReply): void;
+  /** Takes in the schedule head from a reply that claimed nothing. */
+  learnHead(now: number, nextDue: number): void;
+  /** A slot freed while the queue is short: block on the wake stream to see new work at once. */
+  watchForWork(): void;
+  /** Checks whether the consumer is now idle or settled. */
+  settle(): void;
+  /** Claims up to the free slots. */
+  drain(): Promise<void>;
+}
+
+/** A handler that finished: the job, its encoded result, the result as returned. */
+type Ack<D> = [job: Running<D>, encoded: string, result: unknown];
+
+export class Acks<D> {
+  /** Handlers finished but not yet acknowledged. */
+  private pending: Ack<D>[] = [];
+  /** A flush (or a refill claim) is due on the next tick. */
+  private scheduled = false;
+  /** The one timer that sends failed acknowledgements again (never one per failed call). */
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly queue: Queue<D, unknown>,
+    private readonly settings: ConsumeSettings,
+    private readonly leases: Leases<D>,
+    private readonly slots: Slots,
+    private readonly events: EventEmitter<ConsumerEvents>,
+  ) {}
+
+  /** Acknowledgements queued or in a retry. */
+  get size(): number {
+    return this.pending.length;
+  }
+
+  has(job: Running<D>): boolean {
+    return this.pending.some(([a]) => a === job);
+  }
+
+  /** Runs the handler and sends its outcome; an orphan's slot is freed when its handler returns. */
+  async run<R>(job: Running<D>, handler: Handler<D, R>): Promise<void> {
+    try {
+      await this.runHandler(job, handler);
+    } finally {
+      this.leases.endOrphan(job);
+    }
+  }
+
+  private async runHandler<R>(job: Running<D>, handler: Handler<D, R>): Promise<void> {
+    let result: R;
+    try {
+      result = await handler(job, job);
+    } catch (err) {
+      await this.fail(job, thrownError(err, this.settings.maxErrorBytes));
+      return;
+    }
+    if (job.released) return this.leases.release(job);
+    let encoded: string;
+    try {
+      encoded = result === undefined ? '' : encodeJson(result, 'job result', this.queue.maxPayloadBytes);
+    } catch (err) {
+      await this.fail(job, err as Error);
+      return;
+    }
+    this.complete(job, encoded, result);
+  }
+
+  /** Queues the job's completion for this tick's batch. */
+  private complete(job: Running<D>, encoded: string, result: unknown): void {
+    job.acking = true;
+    this.pending.push([job, encoded, result]);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      process.nextTick(() => this.flush());
+    }
+  }
+
+  /**
+   * Acknowledges every handler that finished this tick, in `complete` calls that also claim
+   * the next jobs. The batch goes as two halves when it is large, so Redis works on one while
+   * this process starts the jobs the other brought back (one big call leaves one side idle).
+   */
+  private flush(): void {
+    this.scheduled = false;
+    const acks = this.pending;
+    this.pending = [];
+    if (acks.length === 0) return;
+    const half = Math.max(1, Math.ceil(this.settings.concurrency / 2));
+    const claiming = !this.slots.closing();
+    // Each call claims as many jobs as it acknowledges (those slots free up as it runs); the
+    // first also claims the slots that are free already. Computed before any call reserves.
+    let spare = claiming ? Math.max(0, this.slots.free()) : 0;
+    for (let i = 0; i < acks.length; i += half) {
+      const part = acks.slice(i, i + half);
+      this.send(part, claiming ? part.length + spare : 0).catch((err: unknown) =>
+        this.events.emit('error', err),
+      );
+      spare = 0;
+    }
+  }
+
+  private async send(acks: Ack<D>[], n: number): Promise<void> {
+    this.leases.flushLogs(); // on the wire just before the acknowledgement
+    const argv: (string | number)[] = [this.queue.keys.prefix, this.settings.leaseMs, n];
+    for (const [job, result] of acks) argv.push(job.id, job.token, result);
+    this.slots.reserve(n);
+    let reply: [string[], ...ClaimReply];
+    try {
+      reply = (await this.queue.run('complete', argv, undefined, this.settings.durability)) as [
+        string[],
+        ...ClaimReply,
+      ];
+    } catch (err) {
+      this.slots.reserve(-n);
+      if (this.queue.connector.isClosed) {
+        // Nothing can be sent any more: the leases run out and recovery returns the jobs.
+        for (const [job] of acks) this.leases.release(job);
+        return;
+      }
+      // Not acknowledged: keep the jobs held (their leases keep being extended) and retry. One
+      // timer for every part that failed: a retry sends every held acknowledgement again.
+      this.events.emit('error', err);
+      this.pending.unshift(...acks);
+      this.retry ??= setTimeout(() => {
+        this.retry = undefined;
+        if (!this.scheduled) {
+          this.scheduled = true;
+          this.flush();
+        }
+      }, 100);
+      return;
+    }
+    this.slots.reserve(-n);
+    const [statuses, ...claimed] = reply;
+    for (const [i, [job, , result]] of acks.entries()) {
+      this.leases.release(job);
+      if (statuses[i] === 'OK') this.events.emit('completed', job, result);
+      else this.leases.lose(job, false);
+    }
+    if (n > 0) this.slots.startClaimed(claimed);
+    else this.slots.learnHead(claimed[3], claimed[4]);
+    this.slots.watchForWork();
+    this.slots.settle();
+  }
+
+  /** Stores the job's failure: a retry after its backoff, or dead-lettered (SPEC's fail). */
+  async fail(job: Running<D>, cause: Error): Promise<void> {
+    let error = cause;
+    if (job.released) return this.leases.release(job);
+    // From here the fail's reply decides: an extension that finds the lease gone because this
+    // very fail was stored must not report the job lost.
+    job.acking = true;
+    const unrecoverable = error instanceof UnrecoverableError || job.aborted === 'cancelled';
+    // -1 tells the script "never retry" (reason unrecoverable); on the last attempt the
+    // script dead-letters by the count itself (reason error), so any delay will do.
+    let delay = unrecoverable ? -1 : 0;
+    if (!unrecoverable && job.attempts < job.maxAttempts) {
+      try {
+        delay = Backoff.delayMs(job.backoff ?? this.settings.backoff, job.attempts);
+      } catch (err) {
+        delay = -1; // a policy that cannot say when to retry never will
+        error = badData(job.id, 'backoff', err);
+      }
+    }
+    const message = clip(error.message || String(error), this.settings.maxErrorBytes);
+    const stack = clip(error.stack ?? '', this.settings.maxStackBytes);
+    for (;;) {
+      this.leases.flushLogs();
+      try {
+        const outcome = (await this.queue.run(
+          'fail',
+          [this.queue.keys.prefix, job.id, job.token, message, stack, delay],
+          job.id,
+        )) as 'retry' | 'dead' | 'cancelled';
+        this.leases.release(job);
+        this.events.emit('failed', job, error, outcome);
+        break;
+      } catch (err) {
+        if (err instanceof EchoMQError && (err.code === 'EMQLEASE' || err.code === 'EMQNOJOB')) {
+          this.leases.release(job);
+          this.leases.lose(job, false); // once, even when an extension found it lost first
+          break;
+        }
+        if (this.queue.connector.isClosed) return this.leases.release(job);
+        this.events.emit('error', err);
+        await new Promise((r) => setTimeout(r, 100)); // keep the lease alive and try again
+      }
+    }
+    this.refill();
+  }
+
+  /** A slot freed outside an ack (a failure): claim for it on the next tick, with the acks. */
+  private refill(): void {
+    if (this.slots.closing() || this.slots.free() <= 0) return;
+    if (this.slots.short()) {
+      this.slots.watchForWork();
+      return;
+    }
+    if (!this.scheduled) {
+      this.scheduled = true;
+      process.nextTick(() => void this.claimFree());
+    }
+  }
+
+  private async claimFree(): Promise<void> {
+    if (this.pending.length > 0) return this.flush();
+    this.scheduled = false;
+    try {
+      await this.slots.drain();
+    } catch (err) {
+      this.events.emit('error', err); // the beat will claim again
+    }
+    this.slots.settle();
+  }
+}
+
+function clip(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text) <= maxBytes) return text;
+  return `${Buffer.from(text).subarray(0, maxBytes).toString('utf8')}…`;
+}

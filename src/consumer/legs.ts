@@ -1,0 +1,160 @@
+// The beat's timed legs (steps 3 and 4 of the consumer's header, and recurrence) and when each
+// is next due. Recover reaps expired leases (or sweeps stalled ones) and sends the heartbeat
+// that lists the consumer in tools; promote releases due scheduled jobs and reports the
+// schedule's earliest run-at; the recurrence leg runs the Repeat pump and this runtime's share of
+// the schedulers' hand-off. Each leg runs once a beat, at an instant a reply reported, or at once
+// when a wake (or recheck) said its input changed; dueAt is the earliest of those instants.
+
+import { hostname } from 'node:os';
+import type { Queue } from '../queue.js';
+import type { ConsumeSettings } from './options.js';
+import type { Wake } from './park.js';
+
+export class Legs {
+  private lastRecoverAt = Number.NEGATIVE_INFINITY;
+  /** Local performance.now() of the schedule's earliest run-at, from promote's or a claim's reply. */
+  private headAt = Number.POSITIVE_INFINITY;
+  private lastPromoteAt = Number.NEGATIVE_INFINITY;
+  /** This beat's promote call is on the wire (a claim may follow it in the same round trip). */
+  promoting = false;
+  /** A wake said the schedule's earliest run-at changed: promote to learn the new one. */
+  private moved = true;
+  /** A wake said a recurring definition changed ('w r'): run the recurrence leg now. */
+  private recurrenceMoved = true;
+  private lastRecurringAt = Number.NEGATIVE_INFINITY;
+  private recurringDueAt = Number.POSITIVE_INFINITY; // local performance.now()
+
+  constructor(
+    private readonly queue: Queue<unknown, unknown>,
+    private readonly settings: ConsumeSettings,
+    /** The consumer's id in heartbeats. */
+    private readonly id: string,
+    /** Jobs running now (for the heartbeat). */
+    private readonly running: () => number,
+    /** A leg released or minted jobs: the queue is no longer short. */
+    private readonly onReleased: () => void,
+  ) {}
+
+  /**
+   * A memory engine's clock moves forward on purpose (mq.clock, echomq/testing): that is time
+   * that passed, so this consumer reports no gap that would make it a step (SPEC 2.1).
+   */
+  private get movedOnPurpose(): boolean {
+    return this.queue.connector.memory !== undefined;
+  }
+
+  /** The earliest local instant a timed leg is due at. */
+  get dueAt(): number {
+    return Math.min(this.headAt, this.recurringDueAt);
+  }
+
+  /** What the wake stream said while the beat waited. */
+  woke(wake: Wake): void {
+    if (wake.schedule) this.moved = true;
+    if (wake.recurrence) this.recurrenceMoved = true;
+  }
+
+  /** Local performance.now() the next recovery is due at (a beat after the last). */
+  get recoverAt(): number {
+    return this.lastRecoverAt + this.settings.beatMs;
+  }
+
+  /** recheck(): every leg runs on the next beat. */
+  recheck(): void {
+    this.lastRecoverAt = Number.NEGATIVE_INFINITY;
+    this.moved = true;
+    this.recurrenceMoved = true;
+  }
+
+  /** Recovery per the `recovery` option, and the heartbeat that lists this consumer in tools. */
+  async recover(): Promise<void> {
+    const now = performance.now();
+    const { beatMs, recovery, promoteBatch } = this.settings;
+    if (now - this.lastRecoverAt < beatMs) return;
+    // The beat is the gap this consumer leaves between passes: a longer one is a jump (SPEC 2.1).
+    const expectedMs = this.movedOnPurpose ? Number.MAX_SAFE_INTEGER : beatMs;
+    if (recovery === 'reap') await this.queue.reap(promoteBatch, expectedMs);
+    else if (recovery === 'stalled') {
+      await this.queue.sweepStalled({
+        maxStalled: this.settings.maxStalled,
+        batch: promoteBatch,
+        expectedMs,
+      });
+    }
+    await this.queue.run('heartbeat', [
+      this.queue.keys.prefix,
+      this.id,
+      JSON.stringify({
+        host: hostname(),
+        pid: process.pid,
+        concurrency: this.settings.concurrency,
+        running: this.running(),
+        beatMs,
+      }),
+    ]);
+    this.lastRecoverAt = now;
+  }
+
+  /** The last heartbeat (close): tools stop listing this consumer at once, not once it is stale. */
+  async leave(): Promise<void> {
+    await this.queue.run('heartbeat', [this.queue.keys.prefix, this.id, '']);
+  }
+
+  /**
+   * Takes in the schedule's earliest run-at as a reply saw it (`now` and `nextDue` are server
+   * instants, so only their difference is used).
+   */
+  learnHead(now: number, nextDue: number): void {
+    this.headAt = nextDue < 0 ? Number.POSITIVE_INFINITY : performance.now() + (nextDue - now);
+  }
+
+  /**
+   * Promote when something may be due: the next due instant came, the schedule's head moved
+   * (a wake marked 's'), or a beat passed. A wake for new pending work skips it, so waking
+   * costs one call (the claim), not two.
+   */
+  async promote(): Promise<void> {
+    const at = performance.now();
+    const { beatMs, promoteBatch } = this.settings;
+    this.promoting = false;
+    if (!this.moved && at < this.headAt && at - this.lastPromoteAt < beatMs) return;
+    this.moved = false;
+    // How long this consumer lived since its previous promote: the server clock running
+    // further ahead than that was stepped, and the schedule moves by the step (SPEC 2.1).
+    const elapsed =
+      Number.isFinite(this.lastPromoteAt) && !this.movedOnPurpose ? at - this.lastPromoteAt : undefined;
+    this.lastPromoteAt = at;
+    this.promoting = true; // set before the first await: the beat reads it to pipeline a claim
+    const { count, now, nextDue, handoffs } = await this.queue.promoteNext(promoteBatch, elapsed);
+    // A cron occurrence was released: its next one is this runtime's to make, now (a 'w r' for
+    // its scheduler may have gone unseen, so the leg's own timer cannot be trusted to know).
+    if (handoffs > 0) this.recurrenceMoved = true;
+    if (count >= promoteBatch)
+      this.headAt = performance.now(); // more are due: go again
+    else this.learnHead(now, nextDue); // the beat is not parked: nothing to wake
+    if (count > 0) this.onReleased();
+  }
+
+  // Recurrence: the Repeat pump and the runtime's share of the schedulers' hand-off
+  // (src/recurring). A Repeat cadence and an `every` scheduler need neither: promote makes the
+  // next occurrence when it releases the current one, so their slots never wait for this leg. The
+  // leg runs once a beat, when an instant it reported comes (a repeat's slot, a scheduler's
+  // occurrence whose next run a runtime computes), and at once when a wake says a definition
+  // changed ('w r': register, upsert): a definition made under a parked consumer is served at its
+  // instant, not its beat.
+  async recurring(): Promise<void> {
+    const at = performance.now();
+    const { beatMs, promoteBatch } = this.settings;
+    if (!this.recurrenceMoved && at - this.lastRecurringAt < beatMs && at < this.recurringDueAt) return;
+    this.recurrenceMoved = false;
+    const [pump, handoff] = await Promise.all([
+      this.queue.repeat.pumpNext(promoteBatch),
+      this.queue.schedulers.advance(promoteBatch),
+    ]);
+    this.lastRecurringAt = at;
+    const until = (due: number, now: number) => (due < 0 ? Number.POSITIVE_INFINITY : due - now);
+    this.recurringDueAt =
+      performance.now() + Math.min(until(pump.nextDue, pump.now), until(handoff.nextDue, handoff.now));
+    if (pump.minted.length > 0) this.onReleased();
+  }
+}

@@ -1,0 +1,170 @@
+// A claimed job while its handler runs: the Job and JobContext the handler sees, and the
+// flags the consumer's parts read to decide what happens to its outcome. It holds no consumer:
+// every ctx call that reaches Redis goes through a JobControl (the consumer's leases).
+
+import { Backoff, type BackoffPolicy } from '../core/backoff.js';
+import { EchoMQError, showValue } from '../core/errors.js';
+import type { Job, JobContext } from '../core/types.js';
+
+/** Throw (or wrap) this to dead-letter a job at once, whatever attempts it has left. */
+export class UnrecoverableError extends Error {
+  override readonly name = 'UnrecoverableError';
+}
+
+/** Why a job's signal was aborted. */
+export type Abort = 'cancelled' | 'lost' | 'closing';
+
+/** What a running job's ctx asks of the consumer that holds it. */
+export interface JobControl<D> {
+  checkpoint(job: Running<D>): Promise<void>;
+  progress(job: Running<D>, value: number | object): Promise<void>;
+  log(job: Running<D>, line: string): void;
+  update(job: Running<D>, data: unknown): Promise<void>;
+  childrenResults(job: Running<D>): Promise<Record<string, unknown>>;
+  childrenFailures(job: Running<D>): Promise<Record<string, string>>;
+}
+
+export class Running<D> implements Job<D>, JobContext {
+  private controller: AbortController | undefined;
+  aborted: Abort | undefined;
+  /** Set when the job left this consumer (handed back, or lost): its outcome is not sent. */
+  released = false;
+  /** Its lease expired and this same consumer claimed the job again: the old handler still runs. */
+  orphaned = false;
+  /** The handler ended and its outcome (complete or fail) is queued or in flight: that reply decides. */
+  acking = false;
+  readonly startedAt = performance.now();
+  /** Log lines not sent yet (ctx.log), oldest first. */
+  logLines: string[] | undefined;
+
+  constructor(
+    private readonly control: JobControl<D>,
+    readonly id: string,
+    readonly token: string,
+    readonly attempts: number,
+    readonly maxAttempts: number,
+    readonly data: D,
+    readonly name: string | undefined,
+    readonly backoff: BackoffPolicy | undefined,
+  ) {}
+
+  // The controller is made on first use: most handlers never look at the signal.
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.reason());
+    }
+    return this.controller.signal;
+  }
+
+  abort(why: Abort): void {
+    if (this.aborted) return;
+    this.aborted = why;
+    this.controller?.abort(this.reason());
+  }
+
+  reason(): EchoMQError {
+    if (this.aborted === 'cancelled') return new EchoMQError('EMQCANCELLED', `job ${this.id} was cancelled`);
+    if (this.aborted === 'lost') {
+      return new EchoMQError(
+        'EMQLEASE',
+        `job ${this.id} lost its lease (it was recovered by another consumer)`,
+      );
+    }
+    return new EchoMQError(
+      'EMQCLOSED',
+      `the consumer closed before job ${this.id} finished; it was handed back`,
+    );
+  }
+
+  checkpoint(): Promise<void> {
+    return this.control.checkpoint(this);
+  }
+
+  progress(value: number | object): Promise<void> {
+    return this.control.progress(this, value);
+  }
+
+  log(line: string): void {
+    this.control.log(this, line);
+  }
+
+  update(data: unknown): Promise<void> {
+    return this.control.update(this, data);
+  }
+
+  childrenFailures(): Promise<Record<string, string>> {
+    return this.control.childrenFailures(this);
+  }
+
+  childrenResults(): Promise<Record<string, unknown>> {
+    return this.control.childrenResults(this);
+  }
+}
+
+/** claim's reply (and complete's after its statuses): jobs, wake id, rate wait, server now, schedule head. */
+export type ClaimReply = [jobs: unknown[], wakeId: string, waitMs: number, nowMs: number, nextDueMs: number];
+
+/** A job of a claim's reply, ready to run; `bad`: its stored data cannot run (SPEC 5.1). */
+export interface Claimed<D> {
+  job: Running<D>;
+  bad: UnrecoverableError | undefined;
+}
+
+/** Entries per job in claim's flat reply: id, token, attempts, max attempts, payload, name, backoff. */
+const CLAIM_ENTRIES = 7;
+
+/** The jobs of claim's (or complete's) flat reply, decoded. */
+export function claimedJobs<D>(control: JobControl<D>, flat: unknown[]): Claimed<D>[] {
+  const out: Claimed<D>[] = [];
+  for (let i = 0; i < flat.length; i += CLAIM_ENTRIES) {
+    const id = flat[i] as string;
+    const decoded = decodeClaimed(id, flat[i + 4], flat[i + 6]);
+    const job = new Running<D>(
+      control,
+      id,
+      String(flat[i + 1]),
+      Number(flat[i + 2]),
+      Number(flat[i + 3]),
+      decoded.data as D,
+      (flat[i + 5] as string) || undefined,
+      decoded.backoff,
+    );
+    out.push({ job, bad: decoded.bad });
+  }
+  return out;
+}
+
+/**
+ * A claimed job's payload and backoff as the handler and the failure path use them (SPEC 5.1):
+ * a payload that is not JSON, or a backoff that is not a policy, is bad data — `bad` is the
+ * error that dead-letters the job (it can never run as stored).
+ */
+function decodeClaimed(
+  id: string,
+  payload: unknown,
+  backoff: unknown,
+): { data: unknown; backoff: BackoffPolicy | undefined; bad?: UnrecoverableError } {
+  let data: unknown;
+  try {
+    data = JSON.parse(String(payload));
+  } catch (err) {
+    return { data: undefined, backoff: undefined, bad: badData(id, 'payload', err) };
+  }
+  if (typeof backoff !== 'string' || backoff === '') return { data, backoff: undefined };
+  try {
+    return { data, backoff: Backoff.validate(JSON.parse(backoff)) };
+  } catch (err) {
+    return { data, backoff: undefined, bad: badData(id, 'backoff', err) };
+  }
+}
+
+export function badData(id: string, field: 'payload' | 'backoff', cause: unknown): UnrecoverableError {
+  const why = cause instanceof Error ? cause.message : showValue(cause);
+  const fix =
+    field === 'payload' ? 'enqueue its data as JSON' : 'fix the field (or remove it) and retry the job';
+  return new UnrecoverableError(
+    `EMQDATA job ${id} has a ${field} this consumer cannot use (${why}); it was dead-lettered: ${fix}`,
+    { cause },
+  );
+}
