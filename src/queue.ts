@@ -282,7 +282,7 @@ export class Queue<D = unknown, R = unknown> {
     const run = handlerFor(handler, opts);
     let consumer: Consumer<D, R>;
     try {
-      consumer = new Consumer<D, R>(this, run.handler, run.options);
+      consumer = new Consumer<D, R>(this.wire, run.handler, run.options);
     } catch (err) {
       run.pool?.close();
       throw err;

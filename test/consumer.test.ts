@@ -168,9 +168,10 @@ describe('concurrency and waking', () => {
 
 /** Runs `before` ahead of the consumer's next call of script `name` (once), on the wire. */
 function ahead(queue: Queue, name: string, before: () => Promise<unknown>): void {
-  const run = queue.run.bind(queue);
+  // The consumer calls through the queue's wire (QueueWire.run), so the hook goes there.
+  const run = queue.wire.run.bind(queue.wire);
   let armed = true;
-  queue.run = async (script, argv, jobId) => {
+  queue.wire.run = async (script, argv, jobId) => {
     if (armed && script === name) {
       armed = false;
       await before();
@@ -414,10 +415,10 @@ describe('recovery and fencing', () => {
     // Both scripts cached: a NOSCRIPT fallback would resend the fail after the extension.
     for (const name of ['fail', 'extend_lock'] as const) await raw.script('LOAD', script(name).body);
     const { id } = await q.enqueue({ fails: true });
-    const run = q.run.bind(q);
+    const run = q.wire.run.bind(q.wire);
     let heldFail: (() => void) | undefined;
     const extensions: unknown[] = [];
-    q.run = (name, argv, jobId) => {
+    q.wire.run = (name, argv, jobId) => {
       if (name === 'fail') {
         return new Promise((resolve, reject) => {
           heldFail = () => run(name, argv, jobId).then(resolve, reject);

@@ -9,7 +9,8 @@ import { Backoff } from '../core/backoff.js';
 import { encodeJson } from '../core/codec.js';
 import { EchoMQError, thrownError } from '../core/errors.js';
 import type { ConsumerEvents, Handler } from '../core/types.js';
-import type { Queue } from '../queue.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 import type { Leases } from './leases.js';
 import type { ConsumeSettings } from './options.js';
 import { badData, type ClaimReply, type Running, UnrecoverableError } from './running.js';
@@ -47,7 +48,7 @@ export class Acks<D> {
   private retry: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly queue: Queue<D, unknown>,
+    private readonly queue: QueueWire,
     private readonly settings: ConsumeSettings,
     private readonly leases: Leases<D>,
     private readonly slots: Slots,
@@ -83,7 +84,8 @@ export class Acks<D> {
     if (job.released) return this.leases.release(job);
     let encoded: string;
     try {
-      encoded = result === undefined ? '' : encodeJson(result, 'job result', this.queue.maxPayloadBytes);
+      encoded =
+        result === undefined ? '' : encodeJson(result, 'job result', this.queue.limits.maxPayloadBytes);
     } catch (err) {
       await this.fail(job, err as Error);
       return;
@@ -193,11 +195,7 @@ export class Acks<D> {
     for (;;) {
       this.leases.flushLogs();
       try {
-        const outcome = (await this.queue.run(
-          'fail',
-          [this.queue.keys.prefix, job.id, job.token, message, stack, delay],
-          job.id,
-        )) as 'retry' | 'dead' | 'cancelled';
+        const outcome = await verbs.fail(this.queue, job.id, job.token, message, stack, delay);
         this.leases.release(job);
         this.events.emit('failed', job, error, outcome);
         break;

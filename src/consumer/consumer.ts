@@ -22,8 +22,8 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { EchoMQError } from '../core/errors.js';
 import type { ConsumerEvents, Handler } from '../core/types.js';
-import type { Queue } from '../queue.js';
 import type { Replication } from '../wire/durability.js';
+import type { QueueWire } from '../wire/queue-wire.js';
 import { Acks, type Slots } from './acks.js';
 import { Leases } from './leases.js';
 import { Legs } from './legs.js';
@@ -76,7 +76,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private readonly settledWaiters: (() => void)[] = [];
 
   constructor(
-    readonly queue: Queue<D, R>,
+    /** The queue this consumer serves (its name is what tools show). */
+    readonly queue: QueueWire,
     private readonly handler: Handler<D, R>,
     options?: ConsumeOptions,
   ) {
@@ -92,8 +93,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     ({ beatMs: this.beatMs, recovery: this.recovery, durability: this.durability } = s);
     ({ maxStalled: this.maxStalled, promoteBatch: this.promoteBatch, ttlMs: this.ttlMs } = s);
     this.maxLogLines = s.maxLogLines;
-    const wire = queue as Queue<D, unknown>;
-    this.leases = new Leases(wire, s, this, () => this.settle());
+    this.leases = new Leases<D>(queue, s, this, () => this.settle());
     const slots: Slots = {
       closing: () => this.closing,
       short: () => this.short,
@@ -107,10 +107,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       settle: () => this.settle(),
       drain: () => this.drain(),
     };
-    this.acks = new Acks(wire, s, this.leases, slots, this);
-    this.parking = new Parking(wire as Queue<unknown, unknown>, this, () => this.closing);
+    this.acks = new Acks<D>(queue, s, this.leases, slots, this);
+    this.parking = new Parking(queue, this, () => this.closing);
     this.legs = new Legs(
-      wire as Queue<unknown, unknown>,
+      queue,
       s,
       this.id,
       () => this.leases.size,

@@ -8,7 +8,9 @@ import { updateData } from '../control.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import type { ConsumerEvents } from '../core/types.js';
 import { logLine } from '../logs.js';
-import type { Queue } from '../queue.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as reads from '../wire/reads.js';
+import * as verbs from '../wire/verbs/index.js';
 import type { ConsumeSettings } from './options.js';
 import type { JobControl, Running } from './running.js';
 
@@ -21,7 +23,7 @@ export class Leases<D> implements JobControl<D> {
   private extendTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly queue: Queue<D, unknown>,
+    private readonly queue: QueueWire,
     private readonly settings: ConsumeSettings,
     private readonly events: EventEmitter<ConsumerEvents>,
     /** Called whenever a job leaves: the consumer checks whether it is now idle or settled. */
@@ -75,10 +77,8 @@ export class Leases<D> implements JobControl<D> {
   async handBack(jobs: Running<D>[]): Promise<void> {
     this.flushLogs();
     for (const j of jobs) j.released = true;
-    const argv: (string | number)[] = [this.queue.keys.prefix];
-    for (const j of jobs) argv.push(j.id, j.token);
     try {
-      await this.queue.run('handback', argv);
+      await verbs.handback(this.queue, jobs);
     } catch (err) {
       this.events.emit('error', err); // their leases expire and recovery returns them instead
     }
@@ -93,10 +93,8 @@ export class Leases<D> implements JobControl<D> {
     const jobs = [...this.held.values()].filter((j) => !j.released);
     if (jobs.length === 0) return;
     this.flushLogs(); // a long job's lines show up once a period
-    const argv: (string | number)[] = [this.queue.keys.prefix, this.settings.leaseMs];
-    for (const j of jobs) argv.push(j.id, j.token);
     try {
-      const statuses = (await this.queue.run('extend_lock', argv)) as string[];
+      const statuses = await verbs.extendLock(this.queue, this.settings.leaseMs, jobs);
       for (const [i, job] of jobs.entries()) this.applyLease(job, statuses[i]!);
     } catch (err) {
       this.events.emit('error', err);
@@ -131,12 +129,7 @@ export class Leases<D> implements JobControl<D> {
   async checkpoint(job: Running<D>): Promise<void> {
     this.flushLogs();
     if (!job.aborted) {
-      const [status] = (await this.queue.run('extend_lock', [
-        this.queue.keys.prefix,
-        this.settings.leaseMs,
-        job.id,
-        job.token,
-      ])) as string[];
+      const [status] = await verbs.extendLock(this.queue, this.settings.leaseMs, [job]);
       this.applyLease(job, status!);
     }
     if (job.aborted) throw job.reason();
@@ -162,15 +155,14 @@ export class Leases<D> implements JobControl<D> {
     if (this.logging.size === 0) return;
     const max = this.settings.maxLogLines;
     const sent: [Running<D>, string[]][] = [];
-    const argv: (string | number)[] = [this.queue.keys.prefix, max];
     for (const job of this.logging) {
       const lines = job.logLines ?? [];
       job.logLines = undefined;
       sent.push([job, lines]);
-      argv.push(job.id, job.token, lines.length, ...lines);
     }
     this.logging.clear();
-    this.queue.run('log', argv).catch((err) => {
+    const entries = sent.map(([job, lines]) => ({ id: job.id, token: job.token, lines }));
+    verbs.log(this.queue, max, entries).catch((err) => {
       this.events.emit('error', err);
       for (const [job, lines] of sent) {
         if (job.released || this.held.get(job.id) !== job) continue;
@@ -182,21 +174,21 @@ export class Leases<D> implements JobControl<D> {
 
   /** ctx.progress(): stores progress on the row (fenced by the lease token). */
   async progress(job: Running<D>, value: number | object): Promise<void> {
-    const encoded = encodeJson(value, 'progress', this.queue.maxPayloadBytes);
-    await this.queue.run('progress', [job.id, job.token, encoded], job.id);
+    const encoded = encodeJson(value, 'progress', this.queue.limits.maxPayloadBytes);
+    await verbs.progress(this.queue, job.id, job.token, encoded);
   }
 
   /** ctx.update(): replaces the stored data (fenced by the lease token). */
   update(job: Running<D>, data: unknown): Promise<void> {
-    return updateData(this.queue.wire, job.id, data, job.token);
+    return updateData(this.queue, job.id, data, job.token);
   }
 
   childrenFailures(job: Running<D>): Promise<Record<string, string>> {
-    return this.queue.connector.client.hgetall(`${this.queue.keys.job(job.id)}:failures`);
+    return reads.children(this.queue, job.id, 'failures');
   }
 
   async childrenResults(job: Running<D>): Promise<Record<string, unknown>> {
-    const raw = await this.queue.connector.client.hgetall(`${this.queue.keys.job(job.id)}:results`);
+    const raw = await reads.children(this.queue, job.id, 'results');
     const out: Record<string, unknown> = {};
     for (const [id, v] of Object.entries(raw)) out[id] = v === '' ? null : parseMaybe(v);
     return out;

@@ -6,7 +6,9 @@
 // when a wake (or recheck) said its input changed; dueAt is the earliest of those instants.
 
 import { hostname } from 'node:os';
-import type { Queue } from '../queue.js';
+import { JobSchedulers } from '../recurring/schedulers.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 import type { ConsumeSettings } from './options.js';
 import type { Wake } from './park.js';
 
@@ -23,9 +25,11 @@ export class Legs {
   private recurrenceMoved = true;
   private lastRecurringAt = Number.NEGATIVE_INFINITY;
   private recurringDueAt = Number.POSITIVE_INFINITY; // local performance.now()
+  /** The schedulers' hand-off (advance) this consumer runs in its recurrence leg. */
+  private readonly schedulers: JobSchedulers;
 
   constructor(
-    private readonly queue: Queue<unknown, unknown>,
+    private readonly queue: QueueWire,
     private readonly settings: ConsumeSettings,
     /** The consumer's id in heartbeats. */
     private readonly id: string,
@@ -33,7 +37,9 @@ export class Legs {
     private readonly running: () => number,
     /** A leg released or minted jobs: the queue is no longer short. */
     private readonly onReleased: () => void,
-  ) {}
+  ) {
+    this.schedulers = new JobSchedulers(queue);
+  }
 
   /**
    * A memory engine's clock moves forward on purpose (mq.clock, echomq/testing): that is time
@@ -73,16 +79,12 @@ export class Legs {
     if (now - this.lastRecoverAt < beatMs) return;
     // The beat is the gap this consumer leaves between passes: a longer one is a jump (SPEC 2.1).
     const expectedMs = this.movedOnPurpose ? Number.MAX_SAFE_INTEGER : beatMs;
-    if (recovery === 'reap') await this.queue.reap(promoteBatch, expectedMs);
+    if (recovery === 'reap') await verbs.reap(this.queue, promoteBatch, expectedMs);
     else if (recovery === 'stalled') {
-      await this.queue.sweepStalled({
-        maxStalled: this.settings.maxStalled,
-        batch: promoteBatch,
-        expectedMs,
-      });
+      await verbs.sweepStalled(this.queue, this.settings.maxStalled, promoteBatch, expectedMs);
     }
-    await this.queue.run('heartbeat', [
-      this.queue.keys.prefix,
+    await verbs.heartbeat(
+      this.queue,
       this.id,
       JSON.stringify({
         host: hostname(),
@@ -91,13 +93,13 @@ export class Legs {
         running: this.running(),
         beatMs,
       }),
-    ]);
+    );
     this.lastRecoverAt = now;
   }
 
   /** The last heartbeat (close): tools stop listing this consumer at once, not once it is stale. */
   async leave(): Promise<void> {
-    await this.queue.run('heartbeat', [this.queue.keys.prefix, this.id, '']);
+    await verbs.heartbeat(this.queue, this.id, '');
   }
 
   /**
@@ -125,7 +127,11 @@ export class Legs {
       Number.isFinite(this.lastPromoteAt) && !this.movedOnPurpose ? at - this.lastPromoteAt : undefined;
     this.lastPromoteAt = at;
     this.promoting = true; // set before the first await: the beat reads it to pipeline a claim
-    const { count, now, nextDue, handoffs } = await this.queue.promoteNext(promoteBatch, elapsed);
+    const { count, now, nextDue, handoffs } = await verbs.promoteNext(
+      this.queue,
+      promoteBatch,
+      elapsed === undefined ? undefined : Math.ceil(elapsed),
+    );
     // A cron occurrence was released: its next one is this runtime's to make, now (a 'w r' for
     // its scheduler may have gone unseen, so the leg's own timer cannot be trusted to know).
     if (handoffs > 0) this.recurrenceMoved = true;
@@ -148,8 +154,8 @@ export class Legs {
     if (!this.recurrenceMoved && at - this.lastRecurringAt < beatMs && at < this.recurringDueAt) return;
     this.recurrenceMoved = false;
     const [pump, handoff] = await Promise.all([
-      this.queue.repeat.pumpNext(promoteBatch),
-      this.queue.schedulers.advance(promoteBatch),
+      verbs.pump(this.queue, promoteBatch),
+      this.schedulers.advance(promoteBatch),
     ]);
     this.lastRecurringAt = at;
     const until = (due: number, now: number) => (due < 0 ? Number.POSITIVE_INFINITY : due - now);

@@ -6,8 +6,8 @@
 import type { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import type { ConsumerEvents } from '../core/types.js';
-import type { Queue } from '../queue.js';
 import type { RedisClient } from '../wire/connector.js';
+import type { QueueWire } from '../wire/queue-wire.js';
 
 const WATCHDOG_GRACE_MS = 2000;
 /** How late Redis may end a timed blocking read (its cron tick at the default hz 10), plus slack. */
@@ -36,7 +36,7 @@ export class Parking {
   private blockingId: number | undefined;
 
   constructor(
-    private readonly queue: Queue<unknown, unknown>,
+    private readonly queue: QueueWire,
     private readonly events: EventEmitter<ConsumerEvents>,
     private readonly isClosing: () => boolean,
   ) {}
