@@ -2,186 +2,68 @@
 // straight from a queue's keys. It never writes (no script calls, so not even the protocol
 // stamp), and it pages through the sorted sets, never a scan of the keyspace. Write actions
 // (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
+// The shapes it returns, and the pure functions that build them, are in inspect-views.ts.
 
 import { wholeNumber } from './core/check.js';
 import { jobView } from './core/codec.js';
 import { EchoMQError } from './core/errors.js';
 import { isJobId } from './core/ids.js';
-import type { LaneInfo } from './core/types.js';
 import { JOB_STATES, type JobState, type JobView, type QueueEvent } from './core/types.js';
 import type { EchoMQ } from './echomq.js';
 import { eventsOf } from './events/reader.js';
+import {
+  type ConsumerInfo,
+  consumerInfo,
+  type FindFilter,
+  hourRates,
+  type JobDetail,
+  type JobsPage,
+  type JobsResult,
+  jobMatches,
+  type ListedJob,
+  LOG_LINES_SHOWN,
+  oldestWaits,
+  type QueueRates,
+  type QueueStats,
+  type QueueSummary,
+  repeatSummary,
+  type SchedulersResult,
+  schedulerSummary,
+  TAG_SCAN_MAX,
+} from './inspect-views.js';
 import type { Queue } from './queue.js';
 import { QUEUES_KEY } from './wire/keyspace.js';
 
-/** The global registry of queue names (every queue adds itself on its first script call). */
-
-export interface QueueSummary {
-  name: string;
-  counts: Record<JobState, number>;
-  paused: boolean;
-  /** How many lanes (groups) the queue has seen. */
-  lanes: number;
-  /** See QueueStats.oldestWaitingMs. */
-  oldestWaitingMs: number | null;
-  /** See QueueStats.kept. */
-  kept: { completed: number; dead: number };
-}
-
-export interface MinuteRate {
-  /** The minute's start, epoch ms (server clock). */
-  minute: number;
-  completed: number;
-  failed: number;
-}
-
-export interface QueueRates {
-  /** The last 60 minutes, oldest first, the current (partial) minute last. */
-  perMinute: MinuteRate[];
-  completedLastHour: number;
-  /** Failed attempts (retried ones included) in the last hour. */
-  failedLastHour: number;
-  /** failed / (completed + failed) over the last hour, 0 when nothing ran. */
-  failureRate: number;
-}
-
-export interface ConsumerInfo {
-  id: string;
-  /** When it last beat, epoch ms (server clock). */
-  lastSeen: number;
-  /** How long ago that was, ms (server clock). */
-  silentMs: number;
-  /** Its beat, ms (from its heartbeat; 1000 when a runtime did not say). */
-  beatMs: number;
-  /**
-   * False once it missed STALE_BEATS beats (silentMs > 3 × beatMs): the process died or hangs.
-   * A consumer that closed is not listed at all (it says so on its way out).
-   */
-  alive: boolean;
-  host: string;
-  pid: number;
-  concurrency: number;
-  /** Jobs it was running at its last beat. */
-  running: number;
-}
-
-export interface QueueStats {
-  name: string;
-  counts: Record<JobState, number>;
-  /**
-   * Active jobs whose lease deadline has passed (server clock): their consumer died or lost
-   * Redis, and no running consumer of the queue has recovered them yet (`echomq recover`).
-   */
-  expiredLeases: number;
-  /**
-   * How long the job next in line has waited (Sidekiq's latency), ms: the longest over flat
-   * pending and every lane, from when the job was enqueued or became due (a delay or a retry's
-   * backoff ended). Null when nothing waits. A paused queue or lane keeps growing it.
-   */
-  oldestWaitingMs: number | null;
-  /** The same per lane, for the lanes that hold waiting jobs. */
-  lanesOldestWaitingMs: Record<string, number>;
-  paused: boolean;
-  /**
-   * The queue's retention counts (meta keep_completed, keep_dead; SPEC 6): a count at its cap
-   * means older ended jobs were deleted, not that no more ended.
-   */
-  kept: { completed: number; dead: number };
-  lanes: LaneInfo[];
-  rates: QueueRates;
-  consumers: ConsumerInfo[];
-}
-
-/** The retention counts a queue has without configure (SPEC 6, meta keep_completed, keep_dead). */
-const KEPT_COMPLETED = 1000;
-const KEPT_DEAD = 10_000;
-
-/** With a tag filter, the most jobs of one state read to find matches, and the read size. */
-export const TAG_SCAN_MAX = 10_000;
-const TAG_CHUNK = 500;
-
-export interface JobsPage {
-  /** Jobs to skip. Default 0. */
-  offset?: number;
-  /** Jobs to return, 1 to 1000. Default 50. */
-  limit?: number;
-  /** With state 'pending': only this lane. Other states refuse it (their sets hold every lane). */
-  group?: string;
-  /**
-   * Only jobs with this tag. There is no index of tags: the jobs of the state are read in order,
-   * at most TAG_SCAN_MAX of them, and `total` counts the matches among those read.
-   */
-  tag?: string;
-}
-
-export interface JobsResult {
-  /** Jobs in that state (and lane) in all, for paging; with a tag, the matches found. */
-  total: number;
-  jobs: ListedJob[];
-  /** With a tag: true when the read stopped at TAG_SCAN_MAX jobs (more matches may exist). */
-  partial?: boolean;
-}
-
-/** A job as the tools list it: with an active job's lease deadline. */
-export type ListedJob = JobView & {
-  /** An active job's lease deadline, epoch ms (server clock): recovered after it passes. */
-  leaseUntil?: number;
-  /** The deadline has passed and no consumer recovered the job yet. */
-  leaseExpired?: boolean;
-};
-
-export type JobDetail = ListedJob & {
-  /** The job's entries still in the events stream, oldest first. */
-  history: QueueEvent[];
-  /** True when the stream was only read in part (history bound reached). */
-  historyTruncated: boolean;
-  /** The newest lines of the job's log (ctx.log), oldest first: at most LOG_LINES_SHOWN. */
-  logs: string[];
-  /** How many lines the job's log holds. */
-  logCount: number;
-};
-
-/** The log lines a job's detail carries (the consumer keeps 100 by default). */
-const LOG_LINES_SHOWN = 100;
-
-export interface RepeatSummary {
-  name: string;
-  nextRunAt: number;
-  everyMs?: number;
-  runs: number;
-  lastRunAt?: number;
-}
-
-export interface SchedulerSummary {
-  id: string;
-  /** The upcoming occurrence's instant, epoch ms; -1 once the scheduler has ended. */
-  nextRunAt: number;
-  pattern?: string;
-  every?: number;
-  tz?: string;
-  /** The job name of each occurrence. */
-  name?: string;
-  iterationCount?: number;
-  limit?: number;
-  /** Why there is no run left ('limit', 'endDate', 'done', 'error: ...'). */
-  ended?: string;
-}
-
-export interface SchedulersResult {
-  repeats: RepeatSummary[];
-  schedulers: SchedulerSummary[];
-}
+export type {
+  ConsumerInfo,
+  FindFilter,
+  JobDetail,
+  JobsPage,
+  JobsResult,
+  ListedJob,
+  MinuteRate,
+  QueueRates,
+  QueueStats,
+  QueueSummary,
+  RepeatSummary,
+  SchedulerSummary,
+  SchedulersResult,
+} from './inspect-views.js';
+export { STALE_BEATS, TAG_SCAN_MAX } from './inspect-views.js';
 
 /** The sorted set a state's jobs live in: the state word, except scheduled ('schedule'). */
 function setOf(state: JobState): string {
   return state === 'scheduled' ? 'schedule' : state;
 }
+/** The retention counts a queue has without configure (SPEC 6, meta keep_completed, keep_dead). */
+const KEPT_COMPLETED = 1000;
+const KEPT_DEAD = 10_000;
+/** Jobs read per call when a tag filter reads a state's jobs in order. */
+const TAG_CHUNK = 500;
 const TERMINAL = new Set<JobState>(['completed', 'dead', 'cancelled']);
 const MAX_LIMIT = 1000;
 /** Consumers silent for longer are not listed. */
 const CONSUMER_WINDOW_MS = 10 * 60_000;
-/** A consumer that missed this many beats in a row is shown as dead. */
-export const STALE_BEATS = 3;
 /** Events read per XREVRANGE call, and the most read for one job's history. */
 const HISTORY_CHUNK = 1000;
 const HISTORY_MAX_SCANNED = 50_000;
@@ -313,19 +195,14 @@ export class Inspector {
       this.now(),
       rows.length > 0 ? rows.exec() : Promise.resolve([]),
     ]);
-    const lanes: Record<string, number> = {};
-    let oldestMs: number | null = null;
     let r = 0;
-    ids.forEach((id, i) => {
-      if (id === undefined) return;
+    const lineHeads = ids.map((id) => {
+      if (id === undefined) return undefined;
       const [err, reply] = (replies ?? [])[r++] ?? [null, []];
       if (err) throw err;
-      const [created, runAt] = (reply as (string | null)[]).map((v) => Number(v ?? 0));
-      const waited = Math.max(0, now - Math.max(created ?? 0, runAt ?? 0));
-      if (i > 0) lanes[groups[i - 1]!] = waited;
-      oldestMs = Math.max(oldestMs ?? 0, waited);
+      return reply as (string | null)[];
     });
-    return { oldestMs, lanes };
+    return oldestWaits(now, groups, lineHeads);
   }
 
   private async rates(q: Queue): Promise<QueueRates> {
@@ -333,25 +210,11 @@ export class Inspector {
     const pipeline = this.client.pipeline();
     for (let m = current - 59; m <= current; m++)
       pipeline.hmget(q.keys.key(`stats:${m}`), 'completed', 'failed');
-    const replies = (await pipeline.exec()) ?? [];
-    const perMinute = replies.map(([err, reply], i): MinuteRate => {
+    const buckets = ((await pipeline.exec()) ?? []).map(([err, reply]) => {
       if (err) throw err;
-      const [completed, failed] = reply as (string | null)[];
-      return {
-        minute: (current - 59 + i) * 60_000,
-        completed: Number(completed ?? 0),
-        failed: Number(failed ?? 0),
-      };
+      return reply as (string | null)[];
     });
-    const completedLastHour = perMinute.reduce((a, m) => a + m.completed, 0);
-    const failedLastHour = perMinute.reduce((a, m) => a + m.failed, 0);
-    const ran = completedLastHour + failedLastHour;
-    return {
-      perMinute,
-      completedLastHour,
-      failedLastHour,
-      failureRate: ran === 0 ? 0 : failedLastHour / ran,
-    };
+    return hourRates(current - 59, buckets);
   }
 
   /**
@@ -433,27 +296,11 @@ export class Inspector {
   async find(
     queue: string,
     state: JobState,
-    filter: {
-      name?: string;
-      grep?: string;
-      tag?: string;
-      error?: string;
-      group?: string;
-      limit?: number;
-      scan?: number;
-    },
+    filter: FindFilter,
   ): Promise<{ total: number; scanned: number; jobs: ListedJob[] }> {
     const limit = wholeNumber(filter.limit ?? 50, 'limit', 1, MAX_LIMIT);
     const scan = wholeNumber(filter.scan ?? 10_000, 'scan', 1, 100_000);
-    const needle = filter.grep?.toLowerCase();
-    const matches = (j: JobView): boolean =>
-      (filter.name === undefined || j.name === filter.name) &&
-      (filter.tag === undefined || (j.tags ?? []).includes(filter.tag)) &&
-      (filter.error === undefined || (j.error?.message ?? '').includes(filter.error)) &&
-      (needle === undefined ||
-        (JSON.stringify(j.data) ?? '').toLowerCase().includes(needle) ||
-        (j.error?.message ?? '').toLowerCase().includes(needle) ||
-        (j.lastError?.message ?? '').toLowerCase().includes(needle));
+    const matches = jobMatches(filter);
     const jobs: ListedJob[] = [];
     let scanned = 0;
     let total = 0;
@@ -591,27 +438,7 @@ export class Inspector {
   async schedulers(queue: string): Promise<SchedulersResult> {
     const q = this.queue(queue);
     const [repeats, schedulers] = await Promise.all([q.repeat.list(), q.schedulers.list()]);
-    return {
-      repeats: repeats.map((r) => {
-        const out: RepeatSummary = { name: r.name, nextRunAt: r.nextRunAt, everyMs: r.everyMs, runs: r.runs };
-        if (r.lastRunAt !== undefined) out.lastRunAt = r.lastRunAt;
-        return out;
-      }),
-      schedulers: schedulers.map((s) => {
-        const out: SchedulerSummary = {
-          id: s.id,
-          nextRunAt: s.nextRunAt ?? -1,
-          name: s.name,
-          iterationCount: s.iterationCount,
-        };
-        if (s.repeat.pattern !== undefined) out.pattern = s.repeat.pattern;
-        if (s.repeat.every !== undefined) out.every = s.repeat.every;
-        if (s.repeat.tz !== undefined) out.tz = s.repeat.tz;
-        if (s.repeat.limit !== undefined) out.limit = s.repeat.limit;
-        if (s.ended !== undefined) out.ended = s.ended;
-        return out;
-      }),
-    };
+    return { repeats: repeats.map(repeatSummary), schedulers: schedulers.map(schedulerSummary) };
   }
 
   /**
@@ -631,27 +458,6 @@ export class Inspector {
     if (flat.length === 0) return [];
     const ids = flat.filter((_, i) => i % 2 === 0);
     const infos = await c.hmget(q.keys.key('consumers:info'), ...ids);
-    return ids.map((id, i) => {
-      let info: Record<string, unknown> = {};
-      try {
-        info = (JSON.parse(infos[i] ?? '{}') as Record<string, unknown>) ?? {};
-      } catch {
-        // a runtime that wrote something else: show the id and time only
-      }
-      const lastSeen = Number(flat[i * 2 + 1]);
-      const beatMs = Number(info.beatMs) > 0 ? Number(info.beatMs) : 1000;
-      const silentMs = Math.max(0, now - lastSeen);
-      return {
-        id,
-        lastSeen,
-        silentMs,
-        beatMs,
-        alive: silentMs <= STALE_BEATS * beatMs,
-        host: typeof info.host === 'string' ? info.host : '',
-        pid: Number(info.pid ?? 0),
-        concurrency: Number(info.concurrency ?? 0),
-        running: Number(info.running ?? 0),
-      };
-    });
+    return ids.map((id, i) => consumerInfo(id, Number(flat[i * 2 + 1]), infos[i] ?? null, now));
   }
 }
