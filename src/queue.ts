@@ -2,7 +2,9 @@
 // (get, counts), end (cancel, remove, retry) and the sweeps (promote, reap, sweepStalled). Each verb
 // is one protocol script; the consumer and the event reader build on this module.
 
+import { type BatchHandler, type BatchOptions, consumeBatch } from './consumer/batch.js';
 import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
+import { type ClaimedJob, type ClaimOptions, claimJobs } from './consumer/manual.js';
 import { handlerFor, type SandboxConsumeOptions } from './consumer/sandbox/consume.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
 import { atLeast, knownKeys, wholeNumber } from './core/check.js';
@@ -547,6 +549,28 @@ export class Queue<D = unknown, R = unknown> {
       run.pool?.close();
     });
     return consumer.start();
+  }
+
+  /**
+   * Starts a consumer that hands `handler` up to `size` jobs at once (waiting at most waitMs
+   * for a batch to fill); see BatchOptions. Completions of a batch are one acknowledgement call.
+   */
+  consumeBatch(handler: BatchHandler<D, R>, opts: BatchOptions): Consumer<D, R> {
+    this.connector.assertOpen();
+    const consumer = consumeBatch(this, handler, opts);
+    this.started.add(consumer);
+    consumer.once('closed', () => this.started.delete(consumer));
+    return consumer.start();
+  }
+
+  /**
+   * Claims up to n jobs by hand, each under a lease of leaseMs (default 30000), for work finished
+   * elsewhere: job.complete(result), job.fail(error) and job.extend(ms) are fenced by its lease
+   * token (a late call throws EMQLEASE). Resolves with the jobs claimed (none when none waits).
+   */
+  claim(n: number, opts?: ClaimOptions): Promise<ClaimedJob<D, R>[]> {
+    this.connector.assertOpen();
+    return claimJobs(this, n, opts);
   }
 
   /** The consumers started on this queue object that have not closed (echomq/testing waits on them). */

@@ -49,6 +49,14 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
   // Shown in the README's "Workers" section, which follows "Flow control".
   ['examples/sandbox.ts', ['checksum: 3b2d9ab4b38f', 'log: hashed 100000 times']],
+  [
+    'examples/timeouts.ts',
+    ['short: 3 pages', 'attempt 1: retry (EMQTIMEOUT)', 'attempt 2: dead (EMQTIMEOUT)', 'long: dead'],
+  ],
+  ['examples/retry-policy.ts', ['503: ok on attempt 3', '400: dead after 1 attempt']],
+  ['examples/manual-claim.ts', ['claimed: a.csv, b.csv', 'b: retry', 'late fail: EMQLEASE']],
+  ['examples/batches.ts', ['batch of 5', 'completed: 4, dead: 1']],
+  ['examples/consumer-pause.ts', ['queue paused: false, pending: 1', 'sent: welcome']],
   // Shown in the README's "Recurring jobs" section, which follows "Flow control".
   [
     'examples/recurring.ts',
