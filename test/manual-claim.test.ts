@@ -83,6 +83,15 @@ describe('queue.claim()', () => {
     expect(await job!.fail(new Error('stopped'))).toBe('cancelled');
   });
 
+  it('snooze() puts the job back for later without spending an attempt; a late snooze is refused', async () => {
+    const { id } = await q.enqueue({ n: 1 });
+    const [job] = await q.claim(1);
+    const at = await job!.snooze(60_000);
+    expect(await q.get(id)).toMatchObject({ state: 'scheduled', attempts: 0, runAt: at });
+    await expectRefused(() => job!.snooze(10), 'EMQLEASE');
+    await expectRefused(() => job!.snooze(0), 'EMQINPUT');
+  });
+
   it('refuses n below 1, a bad leaseMs or an unknown option, claiming nothing', async () => {
     await q.enqueue({ n: 1 });
     for (const call of [

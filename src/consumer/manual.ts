@@ -1,6 +1,6 @@
 // Manual consumption: queue.claim(n) takes jobs under leases without a consumer, for work
 // finished by a callback, by another system or in another process. Each ClaimedJob carries its
-// lease token, and complete / fail / extend are fenced by it exactly as a consumer's own calls
+// lease token, and complete / fail / extend / snooze are fenced by it exactly as a consumer's own calls
 // are: once the lease was taken over (it expired and the job was recovered, or the job was
 // finished or failed already) a late call changes nothing and throws EMQLEASE. Nothing extends
 // these leases by itself: call extend() before leaseMs runs out, or recovery returns the job.
@@ -91,6 +91,23 @@ export class ClaimedJob<D = unknown, R = unknown> implements Job<D> {
     ])) as [string];
     if (status === 'lost') throw this.stale('extend');
     return status === 'cancel' ? 'cancel' : 'ok';
+  }
+
+  /**
+   * Puts the job back to run again `ms` from now on the server clock without spending an
+   * attempt (a step of a longer job, SPEC's snooze). Resolves with the run-at (epoch ms), or -1
+   * when the row held bad data and the job was dead-lettered instead.
+   */
+  async snooze(ms: number): Promise<number> {
+    const delay = atLeast(ms, 'snooze ms', 1);
+    try {
+      return Number(
+        await this.queue.run('snooze', [this.queue.keys.prefix, this.id, this.token, delay], this.id),
+      );
+    } catch (e) {
+      if (e instanceof EchoMQError && e.code === 'EMQLEASE') throw this.stale('snooze');
+      throw e;
+    }
   }
 
   private stale(verb: string): EchoMQError {
