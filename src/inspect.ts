@@ -5,7 +5,7 @@
 // The shapes it returns, and the pure functions that build them, are in inspect-views.ts.
 
 import { wholeNumber } from './core/check.js';
-import { jobView } from './core/codec.js';
+import { createdAt, jobView } from './core/codec.js';
 import { EchoMQError } from './core/errors.js';
 import { isJobId } from './core/ids.js';
 import { JOB_STATES, type JobState, type JobView, type QueueEvent } from './core/types.js';
@@ -200,7 +200,8 @@ export class Inspector {
       if (id === undefined) return undefined;
       const [err, reply] = (replies ?? [])[r++] ?? [null, []];
       if (err) throw err;
-      return reply as (string | null)[];
+      const [created, runAt] = reply as (string | null)[];
+      return [String(createdAt(id, created)), runAt ?? null]; // a minted id's row may have no created
     });
     return oldestWaits(now, groups, lineHeads);
   }

@@ -4,6 +4,7 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, vi } from 'vitest';
 import type { ErrorCode } from '../src/core/errors.js';
+import { mintedAt } from '../src/core/ids.js';
 import type { EnqueueOptions } from '../src/core/types.js';
 import type { Queue } from '../src/queue.js';
 import { queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
@@ -125,18 +126,35 @@ describe('enqueue', () => {
 
     expect(status).toBe('enqueued');
     expect(id).toMatch(/^JOB[0-9A-Z]{20}$/);
-    const r = await row(id);
-    expect(r).toEqual({
+    // No created: the minted id holds the instant (SPEC section 3), one hash field less per job.
+    expect(await row(id)).toEqual({
       state: 'pending',
       payload: '{"to":"a@example.com"}',
-      created: expect.any(String),
       name: 'email',
       max: '3',
     });
-    expect(Number(r.created)).toBeGreaterThanOrEqual(before);
-    expect(Number(r.created)).toBeLessThanOrEqual(after);
+    const view = await q.get(id);
+    expect(view?.createdAt).toBe(mintedAt(id));
+    expect(view!.createdAt).toBeGreaterThanOrEqual(before - 1000);
+    expect(view!.createdAt).toBeLessThanOrEqual(after);
     expect(await raw.zrange(key('pending'), 0, -1, 'WITHSCORES')).toEqual([id, '0']);
     expect(await events()).toEqual([{ event: 'added', id, name: 'email' }]);
+  });
+
+  it('writes created for a caller id, and for an id of the minted shape minted long ago', async ({
+    q,
+    serverNow,
+    row,
+  }) => {
+    const before = await serverNow();
+    const old = `JOB0000000000${'A'.repeat(10)}`; // minted at epoch 0 by its time part
+    for (const id of ['JOBcaller-1', old]) {
+      await q.enqueue(1, { id });
+      const r = await row(id);
+      expect(Number(r.created)).toBeGreaterThanOrEqual(before);
+      expect((await q.get(id))?.createdAt).toBe(Number(r.created));
+    }
+    expect(mintedAt(old)).toBe(0);
   });
 
   it('scores a prioritised job by its priority and keeps attempts and backoff on the row', async ({
