@@ -7,6 +7,7 @@ export {
   UnrecoverableError,
 } from './consumer/consumer.js';
 export { ClaimedJob, type ClaimOptions } from './consumer/manual.js';
+export { RateLimitError, retryAfterMs, SnoozeError } from './consumer/putback.js';
 export type { RetryPolicies, RetryPolicy } from './consumer/retry-policy.js';
 export type { SandboxConsumeOptions } from './consumer/sandbox/consume.js';
 export type { SandboxKind, SandboxOptions } from './consumer/sandbox/pool.js';

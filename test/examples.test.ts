@@ -24,6 +24,19 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   ['examples/priorities.ts', ['password reset, invoice, receipt, weekly report']],
   ['examples/rate-limits.ts', ['call 7', '7 calls in 3 windows of 500 ms']],
   ['examples/queue-concurrency.ts', ['6 renders, at most 2 at once across 3 consumers']],
+  [
+    'examples/back-pressure.ts',
+    ['call 1: 429, the queue waits', 'call 1: 200', 'call 3: 200', 'attempts used by call 1: 1'],
+  ],
+  [
+    'examples/step-jobs.ts',
+    [
+      'snoozed after charge',
+      'snoozed after ship',
+      'result: charged, shipped, delivered',
+      'attempts used: 1 of 1',
+    ],
+  ],
   ['examples/pause.ts', ['paused: true, pending: 1', 'ran enqueued while paused', 'paused: false']],
   ['examples/dedupe.ts', ['throttle: deduplicated, kept the first: true', 'ran with sync', 'ran with echo']],
   ['examples/retention.ts', ['kept: {"completed":3,"dead":1}', 'cleaned: 1']],

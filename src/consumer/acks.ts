@@ -11,6 +11,7 @@ import type { ConsumerEvents, Handler } from '../core/types.js';
 import type { Queue } from '../queue.js';
 import type { Leases } from './leases.js';
 import type { ConsumeSettings } from './options.js';
+import { type PutBack, putBack, putBackOf } from './putback.js';
 import { retryDecision } from './retry-policy.js';
 import { type ClaimReply, type Running, UnrecoverableError } from './running.js';
 
@@ -177,6 +178,8 @@ export class Acks<D> {
   /** Stores the job's failure: a retry after its backoff, or dead-lettered (SPEC's fail). */
   async fail(job: Running<D>, cause: Error): Promise<void> {
     if (job.released) return this.leases.release(job);
+    const asked = putBackOf(cause);
+    if (asked && job.aborted === undefined) return this.putBack(job, asked);
     // From here the fail's reply decides: an extension that finds the lease gone because this
     // very fail was stored must not report the job lost.
     job.acking = true;
@@ -204,6 +207,25 @@ export class Acks<D> {
         if (this.queue.connector.isClosed) return this.leases.release(job);
         this.events.emit('error', err);
         await new Promise((r) => setTimeout(r, 100)); // keep the lease alive and try again
+      }
+    }
+    this.refill();
+  }
+
+  /** The handler put its job back (snooze, rate limit): no attempt spent, fenced by the lease. */
+  private async putBack(job: Running<D>, asked: PutBack): Promise<void> {
+    job.acking = true;
+    this.leases.flushLogs();
+    try {
+      const at = await putBack(this.queue, job, asked);
+      this.leases.release(job);
+      this.events.emit(asked.verb === 'snooze' ? 'snoozed' : 'rateLimited', job, at);
+    } catch (err) {
+      this.leases.release(job);
+      if (err instanceof EchoMQError && (err.code === 'EMQLEASE' || err.code === 'EMQNOJOB')) {
+        this.leases.lose(job, false);
+      } else if (!this.queue.connector.isClosed) {
+        this.events.emit('error', err); // its lease runs out and recovery returns the job
       }
     }
     this.refill();

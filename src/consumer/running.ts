@@ -5,6 +5,7 @@
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { EchoMQError, showValue } from '../core/errors.js';
 import type { Job, JobContext } from '../core/types.js';
+import { RateLimitError, SnoozeError } from './putback.js';
 
 /** Throw (or wrap) this to dead-letter a job at once, whatever attempts it has left. */
 export class UnrecoverableError extends Error {
@@ -100,6 +101,14 @@ export class Running<D> implements Job<D>, JobContext {
 
   update(data: unknown): Promise<void> {
     return this.control.update(this, data);
+  }
+
+  snooze(delayMs: number): never {
+    throw new SnoozeError(delayMs);
+  }
+
+  rateLimit(retryAfterMs: number): never {
+    throw new RateLimitError(retryAfterMs);
   }
 
   childrenFailures(): Promise<Record<string, string>> {
