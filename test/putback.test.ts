@@ -122,7 +122,11 @@ describe('snooze and step jobs', () => {
     const c = await consumers.start(name, (_job, ctx) => ctx.snooze(0), { concurrency: 1 });
     const failed = new Promise<Error>((resolve) => c.on('failed', (_job, err) => resolve(err)));
     expect((await within(failed, 10_000, 'the failed attempt')).message).toMatch(/snooze delayMs/);
-    await poll(async () => (await q.get(other))?.state, (s) => s === 'dead', 'the job dead-lettered');
+    await poll(
+      async () => (await q.get(other))?.state,
+      (s) => s === 'dead',
+      'the job dead-lettered',
+    );
   });
 });
 
