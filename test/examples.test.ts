@@ -31,8 +31,9 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   [
     'examples/step-jobs.ts',
     [
-      'snoozed after charge',
-      'snoozed after ship',
+      'step charge',
+      /snoozed until \d\d:\d\d:\d\d\.\d{3}\nstep ship/,
+      'step done',
       'result: charged, shipped, delivered',
       'attempts used: 1 of 1',
     ],
