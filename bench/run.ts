@@ -14,8 +14,12 @@ import type { Adapter } from './adapters/adapter.js';
 import { bullmqAdapter } from './adapters/bullmq.js';
 import { echomqAdapter } from './adapters/echomq.js';
 import { CEILINGS, type Ceiling } from './ceiling.js';
+import { SCALING } from './scaling.js';
 import { median } from './stats.js';
-import { type RunContext, SIZES, type Sizes, WORKLOADS, type Workload } from './workloads.js';
+import { WORKLOADS as BASE, type RunContext, SIZES, type Sizes, type Workload } from './workloads.js';
+
+/** Every workload: the base ones, then the scaling ones (bench/scaling.ts). */
+const WORKLOADS: Workload[] = [...BASE, ...SCALING];
 
 // ── command line ──────────────────────────────────────────────────────────────
 
@@ -153,7 +157,7 @@ function makeContext(url: string, admin: Redis, sizes: Sizes, sink: { diag?: Dia
           .map(([name, n]) => `${name}×${fmt(n / jobs, 2)}`)
           .join(' '),
       };
-      return { ms, value };
+      return { ms, value, redisUs: (redisSec * 1e6) / jobs };
     },
   };
 }
@@ -385,12 +389,25 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
       '    paced: timer-driven',
   );
   const drows: string[][] = [
-    ['workload', 'lib', '', 'redis µs/job', 'node µs/job', 'scripts/job', 'cmds/job', 'top commands per job'],
+    [
+      'workload',
+      'lib',
+      '',
+      'redis µs/job',
+      'node µs/job',
+      'scripts/job',
+      'cmds/job',
+      'of ceiling',
+      'top commands per job',
+    ],
   ];
   for (const id of [...workloads.map((w) => w.id), ...ceilings.map((c) => c.id)]) {
+    const bound = workloads.find((w) => w.id === id)?.ceiling;
+    const cd = bound ? results.diag(bound, 'echomq') : undefined;
     for (const lib of ['echomq', 'memory', 'bullmq'] as const) {
       const d = results.diag(id, lib);
       if (!d) continue;
+      const of = lib === 'echomq' && cd ? `${fmt((cd.redisUsPerJob / d.redisUsPerJob) * 100, 0)}%` : '';
       drows.push([
         id,
         lib,
@@ -399,13 +416,16 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
         fmt(d.nodeUsPerJob, 1),
         fmt(d.scriptsPerJob, 2),
         fmt(d.cmdsPerJob, 1),
+        of,
         d.top,
       ]);
     }
   }
   if (drows.length > 1) {
     console.log(
-      '\nDiagnostics (medians): µs of CPU per job and Redis commands per job (script-internal included)',
+      '\nDiagnostics (medians): µs of CPU per job and Redis commands per job (script-internal included);' +
+        " of ceiling: the ceiling's Redis µs per job / the workload's (EchoMQ; 100% = as lean as the bare" +
+        ' scripts; a scaling workload: its last, large case)',
     );
     console.log(table(drows));
   }

@@ -30,6 +30,15 @@ export interface Sizes {
   memory: number;
   /** Jobs per ceiling measurement. */
   ceiling: number;
+  /** scale-backlog: the small and the large backlog, and the jobs processed out of each. */
+  backlogSmall: number;
+  backlogLarge: number;
+  backlogProcess: number;
+  /** scale-lanes: jobs per case, and the lanes of its many-lanes case (the other has 10). */
+  lanesJobs: number;
+  lanesMany: number;
+  /** scale-retention: jobs run through the queue (added as it goes). */
+  retentionJobs: number;
 }
 
 export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
@@ -46,6 +55,14 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     slotsMs: 10_000,
     memory: 10_000,
     ceiling: 50_000,
+    // 1,000,000 waiting (issue 18) is ~0.7 GB per library and minutes of BullMQ adds per round on
+    // the shared 2-core machine: 200,000 shows the same growth (a 20x larger backlog).
+    backlogSmall: 10_000,
+    backlogLarge: 200_000,
+    backlogProcess: 10_000,
+    lanesJobs: 20_000,
+    lanesMany: 2_000,
+    retentionJobs: 100_000,
   },
   quick: {
     add: 5_000,
@@ -60,6 +77,12 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     slotsMs: 5_000,
     memory: 5_000,
     ceiling: 20_000,
+    backlogSmall: 10_000,
+    backlogLarge: 50_000,
+    backlogProcess: 5_000,
+    lanesJobs: 5_000,
+    lanesMany: 500,
+    retentionJobs: 20_000,
   },
   tiny: {
     add: 200,
@@ -74,6 +97,12 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     slotsMs: 1_000,
     memory: 300,
     ceiling: 2_000,
+    backlogSmall: 300,
+    backlogLarge: 1_000,
+    backlogProcess: 200,
+    lanesJobs: 200,
+    lanesMany: 20,
+    retentionJobs: 1_000,
   },
 };
 
@@ -85,8 +114,11 @@ export interface RunContext {
   readonly sizes: Sizes;
   /** A plain client for INFO and the like; never used to drive the libraries. */
   readonly admin: Redis;
-  /** Runs the measured section; the runner snapshots CPU and commandstats around it. */
-  timed<T>(jobs: number, fn: () => Promise<T>): Promise<{ ms: number; value: T }>;
+  /**
+   * Runs the measured section; the runner snapshots CPU and commandstats around it (the last
+   * section of a run is the one its diagnostics show). `redisUs`: Redis CPU µs per job in it.
+   */
+  timed<T>(jobs: number, fn: () => Promise<T>): Promise<{ ms: number; value: T; redisUs: number }>;
 }
 
 export interface Metric {
@@ -105,6 +137,11 @@ export interface Workload {
   metrics: Metric[];
   /** The job count it runs with, for the report. */
   n(sizes: Sizes): number;
+  /**
+   * The ceiling (bench/ceiling.ts id) bounding it: the diagnostics print how close EchoMQ's Redis
+   * µs per job comes to that ceiling's (its last measured section's, for a scaling workload).
+   */
+  ceiling?: string;
   run(adapter: Adapter, ctx: RunContext): Promise<Record<string, number>>;
 }
 
@@ -118,12 +155,12 @@ export function payload(fields: Data): Data {
   return { ...fields, pad: 'x'.repeat(Math.max(0, PAYLOAD_BYTES - base)) };
 }
 
-function payloads(n: number): Data[] {
+export function payloads(n: number): Data[] {
   return Array.from({ length: n }, (_, i) => payload({ i }));
 }
 
 /** Counts completions and lets a workload wait for a total, with a deadline. */
-class Counter {
+export class Counter {
   count = 0;
   private waiter: { target: number; resolve: () => void } | undefined;
 
@@ -158,7 +195,7 @@ class Counter {
 }
 
 /** Opens sessions, hands them to `fn`, and closes them (runners first), whatever happens. */
-async function using<T>(
+export async function using<T>(
   adapter: Adapter,
   ctx: RunContext,
   count: number,
@@ -175,13 +212,13 @@ async function using<T>(
   }
 }
 
-async function bulkAdd(session: Session, items: readonly Data[]): Promise<void> {
+export async function bulkAdd(session: Session, items: readonly Data[]): Promise<void> {
   for (let i = 0; i < items.length; i += 1000) await session.addBulk(items.slice(i, i + 1000));
 }
 
-const rate = (jobs: number, ms: number) => (jobs * 1000) / ms;
+export const rate = (jobs: number, ms: number) => (jobs * 1000) / ms;
 /** A generous deadline for `jobs` at a very slow 500 jobs/s, at least 30 s. */
-const deadline = (jobs: number) => Math.max(30_000, jobs * 2);
+export const deadline = (jobs: number) => Math.max(30_000, jobs * 2);
 
 const THROUGHPUT: Metric[] = [{ key: 'jobs_per_s', unit: 'jobs/s', better: 'higher', decimals: 0 }];
 
@@ -192,6 +229,7 @@ const addSerial: Workload = {
   title: 'add one job per call, awaiting each before the next',
   metrics: THROUGHPUT,
   n: (s) => s.add,
+  ceiling: 'ceiling-enqueue-1',
   run: (adapter, ctx) =>
     using(adapter, ctx, 1, async ([s]) => {
       const items = payloads(ctx.sizes.add);
@@ -207,6 +245,7 @@ const addInFlight: Workload = {
   title: 'add one job per call, 100 calls in flight',
   metrics: THROUGHPUT,
   n: (s) => s.add,
+  ceiling: 'ceiling-enqueue-1',
   run: (adapter, ctx) =>
     using(adapter, ctx, 1, async ([s]) => {
       const items = payloads(ctx.sizes.add);
@@ -220,6 +259,7 @@ const bulk: Workload = {
   title: 'bulk add in chunks of 1,000, one chunk at a time (enqueueMany / addBulk)',
   metrics: THROUGHPUT,
   n: (s) => s.bulk,
+  ceiling: 'ceiling-enqueue-1000',
   run: (adapter, ctx) =>
     using(adapter, ctx, 1, async ([s]) => {
       const items = payloads(ctx.sizes.bulk);
@@ -239,6 +279,7 @@ function processing(id: string, consumers: number, concurrency: number, c1 = fal
       (consumers > 1 ? ' (consumer objects in one process, a connection set each)' : ''),
     metrics: THROUGHPUT,
     n: (s) => (c1 ? s.processC1 : s.process),
+    ceiling: 'ceiling-claim-complete',
     run: (adapter, ctx) =>
       using(adapter, ctx, consumers, async (sessions, runners) => {
         const n = c1 ? ctx.sizes.processC1 : ctx.sizes.process;
@@ -543,7 +584,7 @@ const schedulerSlots: Workload = {
 
 // ── memory ────────────────────────────────────────────────────────────────────
 
-async function usedMemory(admin: Redis): Promise<number> {
+export async function usedMemory(admin: Redis): Promise<number> {
   const info = await admin.info('memory');
   const m = /^used_memory:(\d+)/m.exec(info);
   if (!m) throw new Error('INFO memory has no used_memory');
@@ -574,7 +615,7 @@ async function warmUp(adapter: Adapter, ctx: RunContext): Promise<void> {
  * of every stream, of the measured queue. Job rows (hashes) are the rest of the delta, their
  * keyspace entries included.
  */
-async function structures(admin: Redis, skip: string): Promise<{ sets: number; streams: number }> {
+export async function structures(admin: Redis, skip: string): Promise<{ sets: number; streams: number }> {
   let cursor = '0';
   const out = { sets: 0, streams: 0 };
   do {

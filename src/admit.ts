@@ -10,6 +10,8 @@ import type { QueueWire } from './wire/queue-wire.js';
 import * as verbs from './wire/verbs/index.js';
 
 const CHUNK = 1000;
+/** enqueueMany's smallest slice: below it a call's fixed cost outweighs the overlap. */
+const SLICE_MIN = 250;
 const MANY_ITEM_KEYS = new Set(['data', 'opts']);
 const MANY_OPTIONS = new Set(['durability']);
 
@@ -102,12 +104,17 @@ export class Admissions {
       return encodeJob(it.data, it.opts, this.w.limits);
     });
     const out: Admitted[] = new Array(jobs.length);
+    // Every job was validated and encoded above, before anything is sent (nothing half-written).
+    // They go in slices with two calls in flight, so Redis runs one slice while this process
+    // serialises the next and reads the last's reply: a single call of 1,000 would leave Redis
+    // idle while it is written and Node idle while it runs.
+    const slice = Math.min(CHUNK, Math.max(SLICE_MIN, Math.ceil(jobs.length / 4)));
     let next = 0;
     const lane = async () => {
       while (next < jobs.length) {
         const start = next;
-        next += CHUNK;
-        const part = jobs.slice(start, start + CHUNK);
+        next += slice;
+        const part = jobs.slice(start, start + slice);
         const statuses = await verbs.enqueue(this.w, part, durability);
         for (const j of part.keys()) out[start + j] = statuses[j]!;
       }

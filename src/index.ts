@@ -1,3 +1,4 @@
+export type { Batch, BatchHandler, BatchJob, BatchOptions } from './consumer/batch.js';
 export {
   type ConsumeOptions,
   Consumer,
@@ -5,6 +6,11 @@ export {
   type Recovery,
   UnrecoverableError,
 } from './consumer/consumer.js';
+export { ClaimedJob, type ClaimOptions } from './consumer/manual.js';
+export { RateLimitError, retryAfterMs, SnoozeError } from './consumer/putback.js';
+export type { RetryPolicies, RetryPolicy } from './consumer/retry-policy.js';
+export type { SandboxConsumeOptions } from './consumer/sandbox/consume.js';
+export type { SandboxKind, SandboxOptions } from './consumer/sandbox/pool.js';
 export { Backoff, type BackoffPolicy } from './core/backoff.js';
 export { EchoMQError, type ErrorCode } from './core/errors.js';
 export { isJobId, mintJobId, occurrenceId } from './core/ids.js';

@@ -2,182 +2,64 @@
 // straight from a queue's keys. It never writes (no script calls, so not even the protocol
 // stamp), and it pages through the sorted sets, never a scan of the keyspace. Write actions
 // (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
+// The shapes it returns, and the pure functions that build them, are in inspect-views.ts.
 
 import { wholeNumber } from './core/check.js';
+import { createdAt, jobView } from './core/codec.js';
 import { EchoMQError } from './core/errors.js';
 import { isJobId } from './core/ids.js';
-import type { LaneInfo } from './core/types.js';
 import { JOB_STATES, type JobState, type JobView, type QueueEvent } from './core/types.js';
 import type { EchoMQ } from './echomq.js';
 import { eventsOf } from './events/reader.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import * as model from './wire/read-model.js';
-import * as reads from './wire/reads.js';
+import {
+  type ConsumerInfo,
+  consumerInfo,
+  type FindFilter,
+  hourRates,
+  type JobDetail,
+  type JobsPage,
+  type JobsResult,
+  jobMatches,
+  type ListedJob,
+  LOG_LINES_SHOWN,
+  oldestWaits,
+  type QueueRates,
+  type QueueStats,
+  type QueueSummary,
+  repeatSummary,
+  type SchedulersResult,
+  schedulerSummary,
+  TAG_SCAN_MAX,
+} from './inspect-views.js';
+import type { Queue } from './queue.js';
+import { QUEUES_KEY } from './wire/keyspace.js';
 
-/** The global registry of queue names (every queue adds itself on its first script call). */
-
-export interface QueueSummary {
-  name: string;
-  counts: Record<JobState, number>;
-  paused: boolean;
-  /** How many lanes (groups) the queue has seen. */
-  lanes: number;
-  /** See QueueStats.oldestWaitingMs. */
-  oldestWaitingMs: number | null;
-  /** See QueueStats.kept. */
-  kept: { completed: number; dead: number };
-}
-
-export interface MinuteRate {
-  /** The minute's start, epoch ms (server clock). */
-  minute: number;
-  completed: number;
-  failed: number;
-}
-
-export interface QueueRates {
-  /** The last 60 minutes, oldest first, the current (partial) minute last. */
-  perMinute: MinuteRate[];
-  completedLastHour: number;
-  /** Failed attempts (retried ones included) in the last hour. */
-  failedLastHour: number;
-  /** failed / (completed + failed) over the last hour, 0 when nothing ran. */
-  failureRate: number;
-}
-
-export interface ConsumerInfo {
-  id: string;
-  /** When it last beat, epoch ms (server clock). */
-  lastSeen: number;
-  /** How long ago that was, ms (server clock). */
-  silentMs: number;
-  /** Its beat, ms (from its heartbeat; 1000 when a runtime did not say). */
-  beatMs: number;
-  /**
-   * False once it missed STALE_BEATS beats (silentMs > 3 × beatMs): the process died or hangs.
-   * A consumer that closed is not listed at all (it says so on its way out).
-   */
-  alive: boolean;
-  host: string;
-  pid: number;
-  concurrency: number;
-  /** Jobs it was running at its last beat. */
-  running: number;
-}
-
-export interface QueueStats {
-  name: string;
-  counts: Record<JobState, number>;
-  /**
-   * Active jobs whose lease deadline has passed (server clock): their consumer died or lost
-   * Redis, and no running consumer of the queue has recovered them yet (`echomq recover`).
-   */
-  expiredLeases: number;
-  /**
-   * How long the job next in line has waited (Sidekiq's latency), ms: the longest over flat
-   * pending and every lane, from when the job was enqueued or became due (a delay or a retry's
-   * backoff ended). Null when nothing waits. A paused queue or lane keeps growing it.
-   */
-  oldestWaitingMs: number | null;
-  /** The same per lane, for the lanes that hold waiting jobs. */
-  lanesOldestWaitingMs: Record<string, number>;
-  paused: boolean;
-  /**
-   * The queue's retention counts (meta keep_completed, keep_dead; SPEC 6): a count at its cap
-   * means older ended jobs were deleted, not that no more ended.
-   */
-  kept: { completed: number; dead: number };
-  lanes: LaneInfo[];
-  rates: QueueRates;
-  consumers: ConsumerInfo[];
-}
+export type {
+  ConsumerInfo,
+  FindFilter,
+  JobDetail,
+  JobsPage,
+  JobsResult,
+  ListedJob,
+  MinuteRate,
+  QueueRates,
+  QueueStats,
+  QueueSummary,
+  RepeatSummary,
+  SchedulerSummary,
+  SchedulersResult,
+} from './inspect-views.js';
+export { STALE_BEATS, TAG_SCAN_MAX } from './inspect-views.js';
 
 /** The retention counts a queue has without configure (SPEC 6, meta keep_completed, keep_dead). */
 const KEPT_COMPLETED = 1000;
 const KEPT_DEAD = 10_000;
-
-/** With a tag filter, the most jobs of one state read to find matches, and the read size. */
-export const TAG_SCAN_MAX = 10_000;
+/** Jobs read per call when a tag filter reads a state's jobs in order. */
 const TAG_CHUNK = 500;
-
-export interface JobsPage {
-  /** Jobs to skip. Default 0. */
-  offset?: number;
-  /** Jobs to return, 1 to 1000. Default 50. */
-  limit?: number;
-  /** With state 'pending': only this lane. Other states refuse it (their sets hold every lane). */
-  group?: string;
-  /**
-   * Only jobs with this tag. There is no index of tags: the jobs of the state are read in order,
-   * at most TAG_SCAN_MAX of them, and `total` counts the matches among those read.
-   */
-  tag?: string;
-}
-
-export interface JobsResult {
-  /** Jobs in that state (and lane) in all, for paging; with a tag, the matches found. */
-  total: number;
-  jobs: ListedJob[];
-  /** With a tag: true when the read stopped at TAG_SCAN_MAX jobs (more matches may exist). */
-  partial?: boolean;
-}
-
-/** A job as the tools list it: with an active job's lease deadline. */
-export type ListedJob = JobView & {
-  /** An active job's lease deadline, epoch ms (server clock): recovered after it passes. */
-  leaseUntil?: number;
-  /** The deadline has passed and no consumer recovered the job yet. */
-  leaseExpired?: boolean;
-};
-
-export type JobDetail = ListedJob & {
-  /** The job's entries still in the events stream, oldest first. */
-  history: QueueEvent[];
-  /** True when the stream was only read in part (history bound reached). */
-  historyTruncated: boolean;
-  /** The newest lines of the job's log (ctx.log), oldest first: at most LOG_LINES_SHOWN. */
-  logs: string[];
-  /** How many lines the job's log holds. */
-  logCount: number;
-};
-
-/** The log lines a job's detail carries (the consumer keeps 100 by default). */
-const LOG_LINES_SHOWN = 100;
-
-export interface RepeatSummary {
-  name: string;
-  nextRunAt: number;
-  everyMs?: number;
-  runs: number;
-  lastRunAt?: number;
-}
-
-export interface SchedulerSummary {
-  id: string;
-  /** The upcoming occurrence's instant, epoch ms; -1 once the scheduler has ended. */
-  nextRunAt: number;
-  pattern?: string;
-  every?: number;
-  tz?: string;
-  /** The job name of each occurrence. */
-  name?: string;
-  iterationCount?: number;
-  limit?: number;
-  /** Why there is no run left ('limit', 'endDate', 'done', 'error: ...'). */
-  ended?: string;
-}
-
-export interface SchedulersResult {
-  repeats: RepeatSummary[];
-  schedulers: SchedulerSummary[];
-}
-
 const TERMINAL = new Set<JobState>(['completed', 'dead', 'cancelled']);
 const MAX_LIMIT = 1000;
 /** Consumers silent for longer are not listed. */
 const CONSUMER_WINDOW_MS = 10 * 60_000;
-/** A consumer that missed this many beats in a row is shown as dead. */
-export const STALE_BEATS = 3;
 /** Events read per XREVRANGE call, and the most read for one job's history. */
 const HISTORY_CHUNK = 1000;
 const HISTORY_MAX_SCANNED = 50_000;
@@ -187,43 +69,50 @@ const HISTORY_SLACK_MS = 1000;
 export class Inspector {
   constructor(private readonly mq: EchoMQ) {}
 
-  private get connector() {
+  private get client() {
     this.mq.connector.assertOpen();
-    return this.mq.connector;
+    return this.mq.connector.client;
   }
 
-  private queue(name: string): QueueWire {
-    return this.mq.queue(name).wire;
+  private queue(name: string): Queue {
+    return this.mq.queue(name);
   }
 
   /** The Redis server's clock, epoch ms (the clock every score is written with). */
-  private now(): Promise<number> {
-    return model.serverNow(this.connector);
+  private async now(): Promise<number> {
+    const [s, us] = await this.client.time();
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
   }
 
   /** Whether a queue of this name is registered (has ever run a script). */
   async has(queue: string): Promise<boolean> {
-    return model.registered(this.connector, queue);
+    return (await this.client.sismember(QUEUES_KEY, queue)) === 1;
   }
 
   /** The names in the registry of queues, sorted. */
   async names(): Promise<string[]> {
-    return model.queueNames(this.connector);
+    return (await this.client.smembers(QUEUES_KEY)).sort();
   }
 
   /** The queues of `among` (default: every registered one) holding a job with this id, sorted. */
   async locate(id: string, among?: readonly string[]): Promise<string[]> {
     if (!isJobId(id)) return [];
-    const wires: QueueWire[] = [];
+    const names: string[] = [];
+    const pipeline = this.client.pipeline();
     for (const name of among ?? (await this.names())) {
       try {
-        wires.push(this.queue(name));
+        pipeline.exists(this.queue(name).keys.job(id));
+        names.push(name);
       } catch {
         // not a valid queue name: someone else's member of the registry
       }
     }
-    const held = await model.holding(this.connector, wires, id);
-    return wires.filter((_, i) => held[i]).map((w) => w.name);
+    const replies = names.length === 0 ? [] : ((await pipeline.exec()) ?? []);
+    return names.filter((_, i) => {
+      const [err, n] = replies[i]!;
+      if (err) throw err;
+      return n === 1;
+    });
   }
 
   /** Every registered queue with its counts, by name. */
@@ -231,16 +120,16 @@ export class Inspector {
     const names = await this.names();
     const out = await Promise.all(
       names.map(async (name): Promise<QueueSummary | null> => {
-        let q: QueueWire;
+        let q: Queue;
         try {
           q = this.queue(name);
         } catch {
           return null; // not a valid queue name: someone else's member of the set
         }
         const [counts, paused, lanes, waiting, kept] = await Promise.all([
-          reads.counts(q),
-          reads.isPaused(q),
-          model.laneCount(q),
+          q.counts(),
+          q.isPaused(),
+          this.client.scard(q.keys.key('lanes')),
           this.oldestWaiting(q),
           this.kept(q),
         ]);
@@ -254,12 +143,12 @@ export class Inspector {
   async stats(queue: string): Promise<QueueStats> {
     const q = this.queue(queue);
     const [counts, paused, lanes, rates, consumers, expiredLeases, waiting, kept] = await Promise.all([
-      reads.counts(q),
-      reads.isPaused(q),
-      reads.lanes(q),
+      q.counts(),
+      q.isPaused(),
+      q.lanes.list(),
       this.rates(q),
       this.consumers(queue),
-      this.now().then((now) => model.expiredLeases(q, now)),
+      this.now().then((now) => this.client.zcount(q.keys.key('active'), '-inf', `(${now}`)),
       this.oldestWaiting(q),
       this.kept(q),
     ]);
@@ -278,8 +167,8 @@ export class Inspector {
   }
 
   /** The queue's retention counts (QueueStats.kept). */
-  private async kept(q: QueueWire): Promise<{ completed: number; dead: number }> {
-    const [completed, dead] = await model.meta(q, 'keep_completed', 'keep_dead');
+  private async kept(q: Queue): Promise<{ completed: number; dead: number }> {
+    const [completed, dead] = await this.client.hmget(q.keys.key('meta'), 'keep_completed', 'keep_dead');
     return { completed: Number(completed ?? KEPT_COMPLETED), dead: Number(dead ?? KEPT_DEAD) };
   }
 
@@ -287,43 +176,41 @@ export class Inspector {
    * The wait of the job next in line in flat pending and in each lane (the head of each set):
    * now minus the later of its creation and its run-at. Two round trips whatever the backlog.
    */
-  private async oldestWaiting(
-    q: QueueWire,
-  ): Promise<{ oldestMs: number | null; lanes: Record<string, number> }> {
-    const groups = await reads.laneNames(q);
-    const ids = await model.firstOf(q, [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))]);
-    const heads = ids.filter((id): id is string => id !== undefined);
-    const [now, stamps] = await Promise.all([
-      this.now(),
-      heads.length > 0 ? reads.fieldsOf(q, heads, 'created', 'runat') : Promise.resolve([]),
-    ]);
-    const lanes: Record<string, number> = {};
-    let oldestMs: number | null = null;
-    let r = 0;
-    ids.forEach((id, i) => {
-      if (id === undefined) return;
-      const [created, runAt] = (stamps[r++] ?? []).map((v) => Number(v ?? 0));
-      const waited = Math.max(0, now - Math.max(created ?? 0, runAt ?? 0));
-      if (i > 0) lanes[groups[i - 1]!] = waited;
-      oldestMs = Math.max(oldestMs ?? 0, waited);
+  private async oldestWaiting(q: Queue): Promise<{ oldestMs: number | null; lanes: Record<string, number> }> {
+    const groups = await this.client.smembers(q.keys.key('lanes'));
+    const sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
+    const heads = this.client.pipeline();
+    for (const set of sets) heads.zrange(set, 0, 0);
+    const ids = ((await heads.exec()) ?? []).map(([err, reply]) => {
+      if (err) throw err;
+      return (reply as string[])[0];
     });
-    return { oldestMs, lanes };
+    const rows = this.client.pipeline();
+    for (const id of ids) if (id !== undefined) rows.hmget(q.keys.job(id), 'created', 'runat');
+    const [now, replies] = await Promise.all([
+      this.now(),
+      rows.length > 0 ? rows.exec() : Promise.resolve([]),
+    ]);
+    let r = 0;
+    const lineHeads = ids.map((id) => {
+      if (id === undefined) return undefined;
+      const [err, reply] = (replies ?? [])[r++] ?? [null, []];
+      if (err) throw err;
+      const [created, runAt] = reply as (string | null)[];
+      return [String(createdAt(id, created)), runAt ?? null]; // a minted id's row may have no created
+    });
+    return oldestWaits(now, groups, lineHeads);
   }
 
-  private async rates(q: QueueWire): Promise<QueueRates> {
+  private async rates(q: Queue): Promise<QueueRates> {
     const current = Math.floor((await this.now()) / 60_000);
-    const perMinute = (await model.minuteStats(q, current - 59, current)).map(
-      ([completed, failed], i): MinuteRate => ({ minute: (current - 59 + i) * 60_000, completed, failed }),
-    );
-    const completedLastHour = perMinute.reduce((a, m) => a + m.completed, 0);
-    const failedLastHour = perMinute.reduce((a, m) => a + m.failed, 0);
-    const ran = completedLastHour + failedLastHour;
-    return {
-      perMinute,
-      completedLastHour,
-      failedLastHour,
-      failureRate: ran === 0 ? 0 : failedLastHour / ran,
-    };
+    const pipeline = this.client.pipeline();
+    for (let m = current - 59; m <= current; m++) pipeline.hmget(q.keys.stats(m), 'completed', 'failed');
+    const buckets = ((await pipeline.exec()) ?? []).map(([err, reply]) => {
+      if (err) throw err;
+      return reply as (string | null)[];
+    });
+    return hourRates(current - 59, buckets);
   }
 
   /**
@@ -341,6 +228,7 @@ export class Inspector {
     const offset = wholeNumber(page.offset ?? 0, 'offset', 0, Number.MAX_SAFE_INTEGER);
     const limit = wholeNumber(page.limit ?? 50, 'limit', 1, MAX_LIMIT);
     const q = this.queue(queue);
+    const c = this.client;
     let sets: string[];
     if (page.group !== undefined) {
       if (state !== 'pending') {
@@ -350,11 +238,14 @@ export class Inspector {
         );
       }
       sets = [q.keys.lane(page.group)];
+    } else if (state === 'pending') {
+      const groups = (await c.smembers(q.keys.key('lanes'))).sort();
+      sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
     } else {
-      sets = await reads.setsOf(q, state);
+      sets = [q.keys.stateSet(state)];
     }
     if (page.tag !== undefined) return this.tagged(q, state, sets, page.tag, offset, limit);
-    const sizes = await model.sizes(q, sets);
+    const sizes = await Promise.all(sets.map((s) => c.zcard(s)));
     const total = sizes.reduce((a, b) => a + b, 0);
     // Map the page onto the sets laid end to end; each read is one ZRANGE of a slice.
     const ids: string[] = [];
@@ -367,7 +258,7 @@ export class Inspector {
         continue;
       }
       const stop = skip + (limit - ids.length) - 1;
-      const part = await model.slice(q, set, skip, stop, TERMINAL.has(state));
+      const part = TERMINAL.has(state) ? await c.zrevrange(set, skip, stop) : await c.zrange(set, skip, stop);
       ids.push(...part);
       skip = 0;
     }
@@ -377,19 +268,16 @@ export class Inspector {
   }
 
   /** Adds each active job's lease deadline (its score in active) and whether it has passed. */
-  private async withLeases(q: QueueWire, jobs: ListedJob[]): Promise<void> {
+  private async withLeases(q: Queue, jobs: ListedJob[]): Promise<void> {
     if (jobs.length === 0) return;
     const [now, scores] = await Promise.all([
       this.now(),
-      model.leaseDeadlines(
-        q,
-        jobs.map((j) => j.id),
-      ),
+      this.client.zmscore(q.keys.key('active'), ...jobs.map((j) => j.id)),
     ]);
     jobs.forEach((job, i) => {
       const score = scores[i];
       if (score === null || score === undefined) return;
-      job.leaseUntil = score;
+      job.leaseUntil = Number(score);
       job.leaseExpired = job.leaseUntil < now;
     });
   }
@@ -404,27 +292,11 @@ export class Inspector {
   async find(
     queue: string,
     state: JobState,
-    filter: {
-      name?: string;
-      grep?: string;
-      tag?: string;
-      error?: string;
-      group?: string;
-      limit?: number;
-      scan?: number;
-    },
+    filter: FindFilter,
   ): Promise<{ total: number; scanned: number; jobs: ListedJob[] }> {
     const limit = wholeNumber(filter.limit ?? 50, 'limit', 1, MAX_LIMIT);
     const scan = wholeNumber(filter.scan ?? 10_000, 'scan', 1, 100_000);
-    const needle = filter.grep?.toLowerCase();
-    const matches = (j: JobView): boolean =>
-      (filter.name === undefined || j.name === filter.name) &&
-      (filter.tag === undefined || (j.tags ?? []).includes(filter.tag)) &&
-      (filter.error === undefined || (j.error?.message ?? '').includes(filter.error)) &&
-      (needle === undefined ||
-        (JSON.stringify(j.data) ?? '').toLowerCase().includes(needle) ||
-        (j.error?.message ?? '').toLowerCase().includes(needle) ||
-        (j.lastError?.message ?? '').toLowerCase().includes(needle));
+    const matches = jobMatches(filter);
     const jobs: ListedJob[] = [];
     let scanned = 0;
     let total = 0;
@@ -457,13 +329,13 @@ export class Inspector {
       throw new EchoMQError('EMQINPUT', `state must be completed, dead or cancelled, got ${String(state)}`);
     }
     wholeNumber(olderThanMs, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER);
-    return model.endedBefore(q, state, (await this.now()) - olderThanMs);
+    return this.client.zcount(q.keys.key(state), '-inf', (await this.now()) - olderThanMs);
   }
 
   /** The rows of `ids`, in order; ids whose row is gone (removed meanwhile) are left out. */
   /** A page of the jobs of `sets` that carry `tag`, read in order in chunks, bounded. */
   private async tagged(
-    q: QueueWire,
+    q: Queue,
     state: JobState,
     sets: string[],
     tag: string,
@@ -479,10 +351,17 @@ export class Inspector {
     for (const set of sets) {
       for (let start = 0; scanned < TAG_SCAN_MAX; start += TAG_CHUNK) {
         const stop = start + Math.min(TAG_CHUNK, TAG_SCAN_MAX - scanned) - 1;
-        const ids = await model.slice(q, set, start, stop, TERMINAL.has(state));
+        const ids = TERMINAL.has(state)
+          ? await this.client.zrevrange(set, start, stop)
+          : await this.client.zrange(set, start, stop);
         if (ids.length === 0) break;
         scanned += ids.length;
-        const tags = (await reads.fieldsOf(q, ids, 'tags')).map(([t]) => t ?? '');
+        const pipeline = this.client.pipeline();
+        for (const id of ids) pipeline.hget(q.keys.job(id), 'tags');
+        const tags = ((await pipeline.exec()) ?? []).map(([err, v]) => {
+          if (err) throw err;
+          return (v as string | null) ?? '';
+        });
         for (const [i, id] of ids.entries()) {
           if (!tags[i]!.split(',').includes(tag)) continue;
           if (total >= offset && matches.length < limit) matches.push(id);
@@ -493,8 +372,18 @@ export class Inspector {
     return { total, jobs: await this.rows(q, matches), partial: scanned >= TAG_SCAN_MAX };
   }
 
-  private rows(q: QueueWire, ids: string[]): Promise<JobView[]> {
-    return reads.rows(q, ids);
+  private async rows(q: Queue, ids: string[]): Promise<JobView[]> {
+    if (ids.length === 0) return [];
+    const pipeline = this.client.pipeline();
+    for (const id of ids) pipeline.hgetall(q.keys.job(id));
+    const replies = (await pipeline.exec()) ?? [];
+    const out: JobView[] = [];
+    replies.forEach(([err, row], i) => {
+      if (err) throw err;
+      const r = row as Record<string, string>;
+      if (r.state) out.push(jobView(ids[i]!, r));
+    });
+    return out;
   }
 
   /**
@@ -505,9 +394,11 @@ export class Inspector {
   async job(queue: string, id: string): Promise<JobDetail | null> {
     const q = this.queue(queue);
     if (!isJobId(id)) return null; // no row can have it
-    const view = await reads.row(q, id);
-    if (!view) return null;
+    const row = (await this.client.hgetall(q.keys.job(id))) as Record<string, string>;
+    if (!row.state) return null;
+    const view = jobView(id, row);
     const since = Math.max(0, view.createdAt - HISTORY_SLACK_MS);
+    const key = q.keys.key('events');
     const history: QueueEvent[] = [];
     let end = '+';
     let scanned = 0;
@@ -517,7 +408,10 @@ export class Inspector {
         truncated = true;
         break;
       }
-      const chunk = await model.eventsBack(q, end, since, HISTORY_CHUNK);
+      const chunk = (await this.client.xrevrange(key, end, String(since), 'COUNT', HISTORY_CHUNK)) as [
+        string,
+        string[],
+      ][];
       scanned += chunk.length;
       for (const [streamId, flat] of chunk) {
         for (const e of eventsOf(streamId, flat)) if (e.id === id) history.push(e);
@@ -526,7 +420,11 @@ export class Inspector {
       end = `(${chunk[chunk.length - 1]![0]}`;
     }
     history.reverse();
-    const { logs, count: logCount } = await reads.logPage(q, id, -LOG_LINES_SHOWN, LOG_LINES_SHOWN);
+    const logKey = `${q.keys.job(id)}:logs`;
+    const [logs, logCount] = await Promise.all([
+      this.client.lrange(logKey, -LOG_LINES_SHOWN, -1),
+      this.client.llen(logKey),
+    ]);
     const listed: ListedJob = view;
     if (view.state === 'active') await this.withLeases(q, [listed]);
     return { ...listed, history, historyTruncated: truncated, logs, logCount };
@@ -534,29 +432,9 @@ export class Inspector {
 
   /** The queue's fixed cadences (Repeat) and job schedulers, soonest next run first. */
   async schedulers(queue: string): Promise<SchedulersResult> {
-    const q = this.mq.queue(queue);
+    const q = this.queue(queue);
     const [repeats, schedulers] = await Promise.all([q.repeat.list(), q.schedulers.list()]);
-    return {
-      repeats: repeats.map((r) => {
-        const out: RepeatSummary = { name: r.name, nextRunAt: r.nextRunAt, everyMs: r.everyMs, runs: r.runs };
-        if (r.lastRunAt !== undefined) out.lastRunAt = r.lastRunAt;
-        return out;
-      }),
-      schedulers: schedulers.map((s) => {
-        const out: SchedulerSummary = {
-          id: s.id,
-          nextRunAt: s.nextRunAt ?? -1,
-          name: s.name,
-          iterationCount: s.iterationCount,
-        };
-        if (s.repeat.pattern !== undefined) out.pattern = s.repeat.pattern;
-        if (s.repeat.every !== undefined) out.every = s.repeat.every;
-        if (s.repeat.tz !== undefined) out.tz = s.repeat.tz;
-        if (s.repeat.limit !== undefined) out.limit = s.repeat.limit;
-        if (s.ended !== undefined) out.ended = s.ended;
-        return out;
-      }),
-    };
+    return { repeats: repeats.map(repeatSummary), schedulers: schedulers.map(schedulerSummary) };
   }
 
   /**
@@ -565,27 +443,17 @@ export class Inspector {
    */
   async consumers(queue: string): Promise<ConsumerInfo[]> {
     const q = this.queue(queue);
+    const c = this.client;
     const now = await this.now();
-    return (await model.consumerBeats(q, now - CONSUMER_WINDOW_MS)).map(({ id, lastSeen, info: raw }) => {
-      let info: Record<string, unknown> = {};
-      try {
-        info = (JSON.parse(raw ?? '{}') as Record<string, unknown>) ?? {};
-      } catch {
-        // a runtime that wrote something else: show the id and time only
-      }
-      const beatMs = Number(info.beatMs) > 0 ? Number(info.beatMs) : 1000;
-      const silentMs = Math.max(0, now - lastSeen);
-      return {
-        id,
-        lastSeen,
-        silentMs,
-        beatMs,
-        alive: silentMs <= STALE_BEATS * beatMs,
-        host: typeof info.host === 'string' ? info.host : '',
-        pid: Number(info.pid ?? 0),
-        concurrency: Number(info.concurrency ?? 0),
-        running: Number(info.running ?? 0),
-      };
-    });
+    const flat = await c.zrevrangebyscore(
+      q.keys.key('consumers'),
+      '+inf',
+      now - CONSUMER_WINDOW_MS,
+      'WITHSCORES',
+    );
+    if (flat.length === 0) return [];
+    const ids = flat.filter((_, i) => i % 2 === 0);
+    const infos = await c.hmget(q.keys.key('consumers:info'), ...ids);
+    return ids.map((id, i) => consumerInfo(id, Number(flat[i * 2 + 1]), infos[i] ?? null, now));
   }
 }

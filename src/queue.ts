@@ -3,7 +3,9 @@
 // is one protocol script; the consumer and the event reader build on this module.
 
 import { Admissions } from './admit.js';
+import { type BatchHandler, type BatchOptions, consumeBatch } from './consumer/batch.js';
 import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
+import { type ClaimedJob, type ClaimOptions, claimJobs } from './consumer/manual.js';
 import { handlerFor, type SandboxConsumeOptions } from './consumer/sandbox/consume.js';
 import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
 import { wholeNumber } from './core/check.js';
@@ -108,7 +110,7 @@ export class Queue<D = unknown, R = unknown> {
   }
 
   /**
-   * Adds many jobs, one script call per chunk of 1,000 (two chunks in flight), not one per job.
+   * Adds many jobs in a few script calls (slices of 250 to 1,000, two in flight), not one per job.
    * Resolves in input order.
    */
   async enqueueMany(
@@ -293,6 +295,28 @@ export class Queue<D = unknown, R = unknown> {
       run.pool?.close();
     });
     return consumer.start();
+  }
+
+  /**
+   * Starts a consumer that hands `handler` up to `size` jobs at once (waiting at most waitMs
+   * for a batch to fill); see BatchOptions. Completions of a batch are one acknowledgement call.
+   */
+  consumeBatch(handler: BatchHandler<D, R>, opts: BatchOptions): Consumer<D, R> {
+    this.connector.assertOpen();
+    const consumer = consumeBatch<D, R>(this.wire, handler, opts);
+    this.started.add(consumer);
+    consumer.once('closed', () => this.started.delete(consumer));
+    return consumer.start();
+  }
+
+  /**
+   * Claims up to n jobs by hand, each under a lease of leaseMs (default 30000), for work finished
+   * elsewhere: job.complete(result), job.fail(error) and job.extend(ms) are fenced by its lease
+   * token (a late call throws EMQLEASE). Resolves with the jobs claimed (none when none waits).
+   */
+  claim(n: number, opts?: ClaimOptions): Promise<ClaimedJob<D, R>[]> {
+    this.connector.assertOpen();
+    return claimJobs<D, R>(this.wire, n, opts);
   }
 
   /** The consumers started on this queue object that have not closed (echomq/testing waits on them). */

@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CEILINGS } from '../bench/ceiling.js';
+import { SCALING } from '../bench/scaling.js';
 import { WORKLOADS } from '../bench/workloads.js';
 import { ROOT, type Run, runProcess } from './support/run-process.js';
 
@@ -22,7 +23,7 @@ describe('bench', () => {
       .map((l) => JSON.parse(l) as { workload: string; echomq: Record<string, number | null> });
     const rows = stdout.split('\n').map((l) => l.split(/\s+/)[0]);
 
-    for (const w of WORKLOADS) {
+    for (const w of [...WORKLOADS, ...SCALING]) {
       expect(rows, `table row for ${w.id}`).toContain(w.id);
       const line = json.find((j) => j.workload === w.id);
       expect(line, `JSON line for ${w.id}`).toBeDefined();

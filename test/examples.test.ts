@@ -24,6 +24,20 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   ['examples/priorities.ts', ['password reset, invoice, receipt, weekly report']],
   ['examples/rate-limits.ts', ['call 7', '7 calls in 3 windows of 500 ms']],
   ['examples/queue-concurrency.ts', ['6 renders, at most 2 at once across 3 consumers']],
+  [
+    'examples/back-pressure.ts',
+    ['call 1: 429, the queue waits', 'call 1: 200', 'call 3: 200', 'attempts used by call 1: 1'],
+  ],
+  [
+    'examples/step-jobs.ts',
+    [
+      'step charge',
+      /snoozed until \d\d:\d\d:\d\d\.\d{3}\nstep ship/,
+      'step done',
+      'result: charged, shipped, delivered',
+      'attempts used: 1 of 1',
+    ],
+  ],
   ['examples/pause.ts', ['paused: true, pending: 1', 'ran enqueued while paused', 'paused: false']],
   ['examples/dedupe.ts', ['throttle: deduplicated, kept the first: true', 'ran with sync', 'ran with echo']],
   ['examples/retention.ts', ['kept: {"completed":3,"dead":1}', 'cleaned: 1']],
@@ -49,6 +63,14 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
   // Shown in the README's "Workers" section, which follows "Flow control".
   ['examples/sandbox.ts', ['checksum: 3b2d9ab4b38f', 'log: hashed 100000 times']],
+  [
+    'examples/timeouts.ts',
+    ['short: 3 pages', 'attempt 1: retry (EMQTIMEOUT)', 'attempt 2: dead (EMQTIMEOUT)', 'long: dead'],
+  ],
+  ['examples/retry-policy.ts', ['503: ok on attempt 3', '400: dead after 1 attempt']],
+  ['examples/manual-claim.ts', ['claimed: a.csv, b.csv', 'b: retry', 'late fail: EMQLEASE']],
+  ['examples/batches.ts', ['batch of 5', 'completed: 4, dead: 1']],
+  ['examples/consumer-pause.ts', ['queue paused: false, pending: 1', 'sent: welcome']],
   // Shown in the README's "Recurring jobs" section, which follows "Flow control".
   [
     'examples/recurring.ts',

@@ -7,6 +7,7 @@
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RateLimitError, retryAfterMs, SnoozeError } from '../src/consumer/putback.js';
 import { EchoMQError, type ErrorCode } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
@@ -689,6 +690,32 @@ describe('public verbs refuse hostile input with a typed error, or do something 
           await judge(q, 'flow', () => mq.flow(root as Any));
         },
       ),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('SnoozeError, RateLimitError and retryAfterMs (the delays a handler puts its job back with)', async () => {
+    const q = mq.queue(uniqueQueue('fz-putback'));
+    await fc.assert(
+      fc.asyncProperty(hostile, hostile, async (ms, header) => {
+        await judge(
+          q,
+          'SnoozeError',
+          () => new SnoozeError(ms as Any),
+          (e) => {
+            expect((e as SnoozeError).delayMs).toBeGreaterThanOrEqual(1);
+          },
+        );
+        await judge(q, 'RateLimitError', () => new RateLimitError(ms as Any));
+        await judge(
+          q,
+          'retryAfterMs',
+          () => retryAfterMs(header as Any, ms as Any),
+          (r) => {
+            expect(Number.isInteger(r) && (r as number) >= 1).toBe(true);
+          },
+        );
+      }),
       { numRuns: RUNS },
     );
   });

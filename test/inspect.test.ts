@@ -2,34 +2,18 @@
 // (one paused), consumers and per-minute stats, read back through each method, with paging
 // across flat pending and lanes, and proof that reading writes nothing.
 import type { Redis } from 'ioredis';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { EchoMQError } from '../src/core/errors.js';
 import type { EnqueueOptions } from '../src/core/types.js';
-import type { EchoMQ } from '../src/echomq.js';
 import { Inspector } from '../src/inspect.js';
 import type { Queue } from '../src/queue.js';
-import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
+import { type QueueFixture, queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
 
-let mq: EchoMQ;
-let raw: Redis;
-let name: string;
-let q: Queue;
-let inspector: Inspector;
-
-useQueue(env, 'inspect', (f) => {
-  ({ mq, raw, name, q } = f);
-  inspector = new Inspector(mq);
-});
-
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
-function key(suffix: string, queue = name): string {
-  return `emq:{${queue}}:${suffix}`;
-}
-
-async function serverNow(): Promise<number> {
+async function serverTime(raw: Redis): Promise<number> {
   const [s, us] = await raw.time();
   return Number(s) * 1000 + Math.floor(Number(us) / 1000);
 }
@@ -39,14 +23,14 @@ interface Claimed {
   token: number;
 }
 
-async function claim(n: number): Promise<Claimed[]> {
+async function claim(q: Queue, n: number): Promise<Claimed[]> {
   const [flat] = (await q.run('claim', [q.keys.prefix, n, 60_000])) as [(string | number)[], string];
   const out: Claimed[] = [];
   for (let i = 0; i < flat.length; i += 7) out.push({ id: String(flat[i]), token: Number(flat[i + 1]) });
   return out;
 }
 
-async function add(id: string, opts: EnqueueOptions = {}): Promise<string> {
+async function add(q: Queue, id: string, opts: EnqueueOptions = {}): Promise<string> {
   await q.enqueue({ id }, { id, ...opts });
   return id;
 }
@@ -55,39 +39,56 @@ async function add(id: string, opts: EnqueueOptions = {}): Promise<string> {
  * A queue with jobs in every state. Terminal sets are re-scored 1 ms apart so "newest first" is
  * observable (finishes within one ms would tie).
  */
-async function populate(): Promise<void> {
-  for (const id of ['JOBc1', 'JOBc2', 'JOBc3']) await add(id);
-  for (const [i, job] of (await claim(3)).entries()) {
+async function populate({ q, raw, key }: QueueFixture): Promise<void> {
+  for (const id of ['JOBc1', 'JOBc2', 'JOBc3']) await add(q, id);
+  for (const [i, job] of (await claim(q, 3)).entries()) {
     await q.run('complete', [q.keys.prefix, 60_000, 0, job.id, job.token, JSON.stringify({ n: i })]);
   }
-  for (const id of ['JOBd1', 'JOBd2']) await add(id, { attempts: 1 });
-  for (const job of await claim(2)) {
+  for (const id of ['JOBd1', 'JOBd2']) await add(q, id, { attempts: 1 });
+  for (const job of await claim(q, 2)) {
     await q.run('fail', [q.keys.prefix, job.id, job.token, `boom ${job.id}`, 'at handler', -1], job.id);
   }
-  await add('JOBx1');
+  await add(q, 'JOBx1');
   await q.cancel('JOBx1');
-  await add('JOBa1');
-  await claim(1); // JOBa1 is active
+  await add(q, 'JOBa1');
+  await claim(q, 1); // JOBa1 is active
   await q.enqueueIn({}, 7_200_000, { id: 'JOBs2' });
   await q.enqueueIn({}, 3_600_000, { id: 'JOBs1' });
-  await add('JOBp1');
-  await add('JOBp2', { priority: 5 });
-  await add('JOBp3');
-  await add('JOBla1', { group: 'alpha' });
-  await add('JOBla2', { group: 'alpha' });
-  await add('JOBlb1', { group: 'beta' });
+  await add(q, 'JOBp1');
+  await add(q, 'JOBp2', { priority: 5 });
+  await add(q, 'JOBp3');
+  await add(q, 'JOBla1', { group: 'alpha' });
+  await add(q, 'JOBla2', { group: 'alpha' });
+  await add(q, 'JOBlb1', { group: 'beta' });
   await q.lanes.pause('beta');
-  const now = await serverNow();
+  const now = await serverTime(raw);
   await raw.zadd(key('completed'), now - 3, 'JOBc1', now - 2, 'JOBc2', now - 1, 'JOBc3');
   await raw.zadd(key('dead'), now - 2, 'JOBd1', now - 1, 'JOBd2');
 }
+
+/** Each test's own queue, an Inspector on its connection, and the helpers bound to them. */
+const it = queueTest(env, 'inspect').extend<{
+  inspector: Inspector;
+  populate: () => Promise<void>;
+  serverNow: () => Promise<number>;
+}>({
+  inspector: async ({ mq }, use) => use(new Inspector(mq)),
+  populate: async ({ mq, raw, queueName: name, q, P, key }, use) =>
+    use(() => populate({ mq, raw, name, q, P, key })),
+  serverNow: async ({ raw }, use) => use(() => serverTime(raw)),
+});
 
 const ids = (jobs: { id: string }[]) => jobs.map((j) => j.id);
 
 // ── queues ──────────────────────────────────────────────────────────────────────
 
 describe('queues', () => {
-  it('lists every registered queue by name with counts per state, paused and lane count', async () => {
+  it('lists every registered queue by name with counts per state, paused and lane count', async ({
+    mq,
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
     await populate();
     const other = mq.queue(uniqueQueue('inspect'));
     await other.enqueue({});
@@ -115,7 +116,12 @@ describe('queues', () => {
     expect(all.map((s) => s.name)).toEqual([...all.map((s) => s.name)].sort());
   });
 
-  it('skips a member of emq:queues that is not a valid queue name', async () => {
+  it('skips a member of emq:queues that is not a valid queue name', async ({
+    raw,
+    q,
+    queueName: name,
+    inspector,
+  }) => {
     await q.enqueue({});
     await raw.sadd('emq:queues', 'not a queue {name}');
     try {
@@ -127,7 +133,7 @@ describe('queues', () => {
     }
   });
 
-  it('knows whether a queue is registered', async () => {
+  it('knows whether a queue is registered', async ({ q, queueName: name, inspector }) => {
     expect(await inspector.has(name)).toBe(false);
     await q.enqueue({});
     expect(await inspector.has(name)).toBe(true);
@@ -137,7 +143,12 @@ describe('queues', () => {
 // ── stats ───────────────────────────────────────────────────────────────────────
 
 describe('stats', () => {
-  it('reports counts, lanes with their settings and pause, and the consumers seen', async () => {
+  it('reports counts, lanes with their settings and pause, and the consumers seen', async ({
+    q,
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
     await populate();
     await q.lanes.configure('alpha', { concurrency: 2, rateLimit: { max: 10, perMs: 1000 } });
     await q.run('heartbeat', [
@@ -180,7 +191,14 @@ describe('stats', () => {
     expect(st.expiredLeases).toBe(0);
   });
 
-  it('gives 60 per-minute rates, oldest first, summed into the last hour with the failure rate', async () => {
+  it('gives 60 per-minute rates, oldest first, summed into the last hour with the failure rate', async ({
+    raw,
+    key,
+    queueName: name,
+    inspector,
+    populate,
+    serverNow,
+  }) => {
     await populate(); // 3 completions and 2 failures, counted by the scripts this minute
     const minute = Math.floor((await serverNow()) / 60_000);
     await raw.hset(key(`stats:${minute - 10}`), 'completed', '7', 'failed', '1');
@@ -201,7 +219,7 @@ describe('stats', () => {
     expect(rates.failureRate).toBeCloseTo(3 / 13);
   });
 
-  it('reports a failure rate of 0 when nothing ran', async () => {
+  it('reports a failure rate of 0 when nothing ran', async ({ q, queueName: name, inspector }) => {
     await q.enqueue({});
     const { rates } = await inspector.stats(name);
     expect(rates).toMatchObject({ completedLastHour: 0, failedLastHour: 0, failureRate: 0 });
@@ -211,9 +229,12 @@ describe('stats', () => {
 // ── jobs ────────────────────────────────────────────────────────────────────────
 
 describe('jobs', () => {
-  beforeEach(populate);
-
-  it('lists terminal states newest first with their rows', async () => {
+  it('lists terminal states newest first with their rows', async ({
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
+    await populate();
     const completed = await inspector.jobs(name, 'completed');
     expect(completed.total).toBe(3);
     expect(ids(completed.jobs)).toEqual(['JOBc3', 'JOBc2', 'JOBc1']);
@@ -226,7 +247,12 @@ describe('jobs', () => {
     expect(ids((await inspector.jobs(name, 'cancelled')).jobs)).toEqual(['JOBx1']);
   });
 
-  it('lists scheduled by run-at, active by lease and pending in claim order: flat, then each lane', async () => {
+  it('lists scheduled by run-at, active by lease and pending in claim order: flat, then each lane', async ({
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
+    await populate();
     expect(ids((await inspector.jobs(name, 'scheduled')).jobs)).toEqual(['JOBs1', 'JOBs2']);
     expect(ids((await inspector.jobs(name, 'active')).jobs)).toEqual(['JOBa1']);
     const pending = await inspector.jobs(name, 'pending');
@@ -234,7 +260,12 @@ describe('jobs', () => {
     expect(ids(pending.jobs)).toEqual(['JOBp1', 'JOBp3', 'JOBp2', 'JOBla1', 'JOBla2', 'JOBlb1']);
   });
 
-  it('pages with offset and limit across flat pending and the lanes', async () => {
+  it('pages with offset and limit across flat pending and the lanes', async ({
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
+    await populate();
     const page = await inspector.jobs(name, 'pending', { offset: 2, limit: 3 });
     expect(page.total).toBe(6);
     expect(ids(page.jobs)).toEqual(['JOBp2', 'JOBla1', 'JOBla2']);
@@ -243,14 +274,20 @@ describe('jobs', () => {
     expect(ids((await inspector.jobs(name, 'completed', { offset: 1, limit: 1 })).jobs)).toEqual(['JOBc2']);
   });
 
-  it('lists one lane with group', async () => {
+  it('lists one lane with group', async ({ queueName: name, inspector, populate }) => {
+    await populate();
     const alpha = await inspector.jobs(name, 'pending', { group: 'alpha' });
     expect(alpha).toMatchObject({ total: 2 });
     expect(ids(alpha.jobs)).toEqual(['JOBla1', 'JOBla2']);
     expect(await inspector.jobs(name, 'pending', { group: 'nobody' })).toEqual({ total: 0, jobs: [] });
   });
 
-  it('refuses a group for states other than pending, and a limit outside 1-1000', async () => {
+  it('refuses a group for states other than pending, and a limit outside 1-1000', async ({
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
+    await populate();
     await expect(inspector.jobs(name, 'dead', { group: 'alpha' })).rejects.toMatchObject({
       code: 'EMQINPUT',
     });
@@ -259,7 +296,14 @@ describe('jobs', () => {
     await expect(inspector.jobs(name, 'dead', { offset: -1 })).rejects.toMatchObject({ code: 'EMQINPUT' });
   });
 
-  it('leaves out an id whose row is gone while still counting it in total', async () => {
+  it('leaves out an id whose row is gone while still counting it in total', async ({
+    raw,
+    key,
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
+    await populate();
     await raw.del(key('job:JOBp1'));
     const page = await inspector.jobs(name, 'pending', { limit: 2 });
     expect(page.total).toBe(6);
@@ -270,7 +314,11 @@ describe('jobs', () => {
 // ── job ─────────────────────────────────────────────────────────────────────────
 
 describe('job', () => {
-  it('returns the row with its history from the events stream, oldest first', async () => {
+  it('returns the row with its history from the events stream, oldest first', async ({
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
     await populate();
     const job = await inspector.job(name, 'JOBd1');
     expect(job).toMatchObject({ id: 'JOBd1', state: 'dead', error: { message: 'boom JOBd1' } });
@@ -280,15 +328,23 @@ describe('job', () => {
     expect(job?.historyTruncated).toBe(false);
   });
 
-  it('finds history behind thousands of other events, reading the stream in chunks', async () => {
-    await add('JOBold');
+  it('finds history behind thousands of other events, reading the stream in chunks', async ({
+    q,
+    queueName: name,
+    inspector,
+  }) => {
+    await add(q, 'JOBold');
     await q.enqueueMany(Array.from({ length: 2500 }, (_, i) => ({ data: i })));
     await q.cancel('JOBold');
     const job = await inspector.job(name, 'JOBold');
     expect(job?.history.map((e) => e.event)).toEqual(['added', 'failed']);
   });
 
-  it('is null for an unknown id and for an id that is not JOB-namespaced', async () => {
+  it('is null for an unknown id and for an id that is not JOB-namespaced', async ({
+    q,
+    queueName: name,
+    inspector,
+  }) => {
     await q.enqueue({});
     expect(await inspector.job(name, 'JOBnope')).toBeNull();
     expect(await inspector.job(name, 'nope')).toBeNull();
@@ -298,7 +354,12 @@ describe('job', () => {
 // ── schedulers ──────────────────────────────────────────────────────────────────
 
 describe('schedulers', () => {
-  it('lists fixed cadences and job schedulers with their next runs', async () => {
+  it('lists fixed cadences and job schedulers with their next runs', async ({
+    q,
+    queueName: name,
+    inspector,
+    serverNow,
+  }) => {
     const now = await serverNow();
     await q.repeat.register('tick', 60_000, { t: 1 }, { firstRunMs: now + 60_000 });
     await q.schedulers.upsert('nightly', { pattern: '0 3 * * *', tz: 'UTC' }, { name: 'report' });
@@ -312,7 +373,7 @@ describe('schedulers', () => {
     expect(r.schedulers[0]).toMatchObject({ id: 'often', every: 5000 });
   });
 
-  it('is empty for a queue without any', async () => {
+  it('is empty for a queue without any', async ({ queueName: name, inspector }) => {
     expect(await inspector.schedulers(name)).toEqual({ repeats: [], schedulers: [] });
   });
 });
@@ -320,7 +381,14 @@ describe('schedulers', () => {
 // ── consumers ───────────────────────────────────────────────────────────────────
 
 describe('consumers', () => {
-  it('lists consumers seen in the last 10 minutes, most recent first, with their info', async () => {
+  it('lists consumers seen in the last 10 minutes, most recent first, with their info', async ({
+    raw,
+    q,
+    key,
+    queueName: name,
+    inspector,
+    serverNow,
+  }) => {
     const beat = (id: string, info: object) => q.run('heartbeat', [q.keys.prefix, id, JSON.stringify(info)]);
     await beat('c-1', { host: 'h1', pid: 11, concurrency: 4, running: 1 });
     await beat('c-2', { host: 'h2', pid: 22, concurrency: 8, running: 0 });
@@ -344,7 +412,13 @@ describe('consumers', () => {
     });
   });
 
-  it('shows a consumer whose info is not JSON with its id and time only', async () => {
+  it('shows a consumer whose info is not JSON with its id and time only', async ({
+    raw,
+    key,
+    queueName: name,
+    inspector,
+    serverNow,
+  }) => {
     await raw.zadd(key('consumers'), await serverNow(), 'weird');
     await raw.hset(key('consumers:info'), 'weird', 'not json');
     expect(await inspector.consumers(name)).toEqual([
@@ -366,7 +440,10 @@ describe('consumers', () => {
 // ── read-only ───────────────────────────────────────────────────────────────────
 
 describe('read-only', () => {
-  it('writes nothing: every method leaves every key of an unregistered queue absent', async () => {
+  it('writes nothing: every method leaves every key of an unregistered queue absent', async ({
+    raw,
+    inspector,
+  }) => {
     const ghost = uniqueQueue('ghost');
     const before = await raw.dbsize();
     await inspector.queues();
@@ -381,7 +458,11 @@ describe('read-only', () => {
     expect(await raw.sismember('emq:queues', ghost)).toBe(0);
   });
 
-  it('counts ended jobs older than an age, as clean would take them', async () => {
+  it('counts ended jobs older than an age, as clean would take them', async ({
+    queueName: name,
+    inspector,
+    populate,
+  }) => {
     await populate();
     expect(await inspector.countEnded(name, 'completed')).toBe(3);
     expect(await inspector.countEnded(name, 'dead', 3_600_000)).toBe(0);

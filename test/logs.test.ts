@@ -1,25 +1,15 @@
 // Per-job logs (src/logs.ts, protocol/scripts/log.lua) on a real server: ctx.log lines kept with
 // the job, bounded in count and length, read back with queue.logs, deleted with the job, and sent
 // with the acknowledgement or the lease checkpoint, never one call per line.
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
-
-let mq: EchoMQ;
-let raw: Redis;
-let q: Queue<{ n: number }>;
-let P: string;
-
-useQueue<{ n: number }>(env, 'logs', (f) => {
-  ({ mq, raw, q, P } = f);
-});
+const it = queueTest<{ n: number }>(env, 'logs');
 
 /** Counts the script calls by verb while `body` runs. */
-async function counting(body: () => Promise<void>): Promise<Map<string, number>> {
+async function counting(mq: EchoMQ, body: () => Promise<void>): Promise<Map<string, number>> {
   const calls = new Map<string, number>();
   const stop = mq.connector.observe((name) => calls.set(name, (calls.get(name) ?? 0) + 1));
   try {
@@ -31,7 +21,7 @@ async function counting(body: () => Promise<void>): Promise<Map<string, number>>
 }
 
 describe('ctx.log and queue.logs', () => {
-  it('keeps a handler’s lines with the job, in order, and pages through them', async () => {
+  it('keeps a handler’s lines with the job, in order, and pages through them', async ({ q }) => {
     const { id } = await q.enqueue({ n: 5 });
     const consumer = q.consume((job, ctx) => {
       for (let i = 1; i <= job.data.n; i++) ctx.log(`step ${i}`);
@@ -48,7 +38,9 @@ describe('ctx.log and queue.logs', () => {
     expect(await q.logs('JOBnone')).toEqual({ logs: [], count: 0 });
   });
 
-  it('keeps the newest maxLogLines across attempts and cuts an over-long line with a marker', async () => {
+  it('keeps the newest maxLogLines across attempts and cuts an over-long line with a marker', async ({
+    q,
+  }) => {
     const { id } = await q.enqueue({ n: 0 }, { attempts: 2, backoff: { kind: 'fixed', ms: 1 } });
     const consumer = q.consume(
       (job, ctx) => {
@@ -78,9 +70,9 @@ describe('ctx.log and queue.logs', () => {
     }
   });
 
-  it('sends lines with the acknowledgements: no call per line', async () => {
+  it('sends lines with the acknowledgements: no call per line', async ({ mq, q }) => {
     const jobs = await q.enqueueMany(Array.from({ length: 40 }, (_, i) => ({ data: { n: i } })));
-    const calls = await counting(async () => {
+    const calls = await counting(mq, async () => {
       const consumer = q.consume(
         (_job, ctx) => {
           for (let i = 0; i < 25; i++) ctx.log(`line ${i}`);
@@ -100,7 +92,7 @@ describe('ctx.log and queue.logs', () => {
     for (const { id } of jobs) expect((await q.logs(id)).count).toBe(25);
   });
 
-  it('shows a running job’s lines at its next lease checkpoint, before it ends', async () => {
+  it('shows a running job’s lines at its next lease checkpoint, before it ends', async ({ q }) => {
     const { id } = await q.enqueue({ n: 0 });
     let release!: () => void;
     const held = new Promise<void>((r) => {
@@ -122,7 +114,7 @@ describe('ctx.log and queue.logs', () => {
     }
   });
 
-  it('deletes the log with the job: remove, clean and retention', async () => {
+  it('deletes the log with the job: remove, clean and retention', async ({ raw, q, P }) => {
     const consumer = q.consume((_job, ctx) => ctx.log('x'));
     const ids: string[] = [];
     try {
@@ -150,7 +142,7 @@ describe('ctx.log and queue.logs', () => {
     }
   });
 
-  it('refuses bad input: ctx.log of a non-string, logs options', async () => {
+  it('refuses bad input: ctx.log of a non-string, logs options', async ({ q }) => {
     const { id } = await q.enqueue({ n: 0 }, { attempts: 1 });
     const consumer = q.consume((_job, ctx) => {
       ctx.log(5 as never);

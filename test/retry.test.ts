@@ -2,27 +2,15 @@
 // job goes back to pending (or its lane) with a fresh set of attempts and its error kept as
 // lastError; retryAll moves a whole terminal set in bounded batches, reporting progress.
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { EnqueueOptions } from '../src/core/types.js';
-import type { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
+const it = queueTest(env, 'retry');
 
-let mq: EchoMQ;
-let raw: Redis;
-let q: Queue;
-
-useQueue(env, 'retry', (f) => {
-  ({ mq, raw, q } = f);
-});
-
-function key(suffix: string): string {
-  return `${q.keys.prefix}${suffix}`;
-}
-
-async function claim(n: number): Promise<{ id: string; token: number; attempts: number }[]> {
+async function claim(q: Queue, n: number): Promise<{ id: string; token: number; attempts: number }[]> {
   const [flat] = (await q.run('claim', [q.keys.prefix, n, 60_000])) as [(string | number)[], string];
   const out = [];
   for (let i = 0; i < flat.length; i += 7) {
@@ -32,11 +20,11 @@ async function claim(n: number): Promise<{ id: string; token: number; attempts: 
 }
 
 /** Enqueues `n` jobs allowed one attempt each and fails them all: they end dead. */
-async function deadJobs(n: number, opts: EnqueueOptions = {}): Promise<string[]> {
+async function deadJobs(q: Queue, n: number, opts: EnqueueOptions = {}): Promise<string[]> {
   const made = await q.enqueueMany(
     Array.from({ length: n }, (_, i) => ({ data: i, opts: { attempts: 1, ...opts } })),
   );
-  const jobs = await claim(n);
+  const jobs = await claim(q, n);
   expect(jobs).toHaveLength(n);
   await Promise.all(
     jobs.map((j) => q.run('fail', [q.keys.prefix, j.id, j.token, `boom ${j.id}`, 'at line 1', 0], j.id)),
@@ -44,8 +32,8 @@ async function deadJobs(n: number, opts: EnqueueOptions = {}): Promise<string[]>
   return made.map((m) => m.id);
 }
 
-async function events(): Promise<Record<string, string>[]> {
-  return (await raw.xrange(key('events'), '-', '+')).map(([, flat]) => {
+async function events(raw: Redis, q: Queue): Promise<Record<string, string>[]> {
+  return (await raw.xrange(`${q.keys.prefix}events`, '-', '+')).map(([, flat]) => {
     const e: Record<string, string> = {};
     for (let i = 0; i < flat.length; i += 2) e[flat[i]!] = flat[i + 1]!;
     return e;
@@ -53,8 +41,12 @@ async function events(): Promise<Record<string, string>[]> {
 }
 
 describe('retry', () => {
-  it('returns a dead job to pending with attempts 0, its error kept as lastError, and a waiting event', async () => {
-    const [id] = await deadJobs(1);
+  it('returns a dead job to pending with attempts 0, its error kept as lastError, and a waiting event', async ({
+    raw,
+    q,
+    key,
+  }) => {
+    const [id] = await deadJobs(q, 1);
     await q.retry(id!);
 
     const job = await q.get(id!);
@@ -67,12 +59,12 @@ describe('retry', () => {
     expect(job?.finishedAt).toBeUndefined();
     expect(await raw.zscore(key('dead'), id!)).toBeNull();
     expect(await raw.zscore(key('pending'), id!)).toBe('0');
-    expect((await events()).at(-1)).toEqual({ event: 'waiting', id: id! });
-    const [again] = await claim(1);
+    expect((await events(raw, q)).at(-1)).toEqual({ event: 'waiting', id: id! });
+    const [again] = await claim(q, 1);
     expect(again).toMatchObject({ id, attempts: 1 });
   });
 
-  it('returns a cancelled grouped job to its lane', async () => {
+  it('returns a cancelled grouped job to its lane', async ({ raw, q, key }) => {
     const { id } = await q.enqueue({}, { group: 'g1', priority: 3 });
     await q.cancel(id);
     await q.retry(id);
@@ -81,7 +73,7 @@ describe('retry', () => {
     expect(await raw.zrange(key('ring'), 0, -1)).toEqual(['g1']);
   });
 
-  it('refuses a job in another state with EMQSTATE and an unknown one with EMQNOJOB', async () => {
+  it('refuses a job in another state with EMQSTATE and an unknown one with EMQNOJOB', async ({ q }) => {
     const { id } = await q.enqueue({});
     await expect(q.retry(id)).rejects.toMatchObject({
       code: 'EMQSTATE',
@@ -94,8 +86,11 @@ describe('retry', () => {
 });
 
 describe('retryAll', () => {
-  it('retries 1,200 dead jobs in script calls of 500 ids, reporting progress after each', async () => {
-    const ids = await deadJobs(1200);
+  it('retries 1,200 dead jobs in script calls of 500 ids, reporting progress after each', async ({
+    mq,
+    q,
+  }) => {
+    const ids = await deadJobs(q, 1200);
     const calls: string[] = [];
     mq.connector.observe((script) => calls.push(script));
     const progress: { retried: number; total: number }[] = [];
@@ -114,23 +109,27 @@ describe('retryAll', () => {
     expect((await q.get(ids[0]!))?.attempts).toBe(0);
   });
 
-  it('retries cancelled jobs with state cancelled and leaves dead ones', async () => {
-    await deadJobs(2);
+  it('retries cancelled jobs with state cancelled and leaves dead ones', async ({ q }) => {
+    await deadJobs(q, 2);
     const { id } = await q.enqueue({});
     await q.cancel(id);
     expect(await q.retryAll({ state: 'cancelled', batch: 1 })).toBe(1);
     expect(await q.counts()).toMatchObject({ dead: 2, cancelled: 0, pending: 1 });
   });
 
-  it('ends on a member whose row is in another state, paging past it, and drops a ghost', async () => {
-    const ids = await deadJobs(3);
+  it('ends on a member whose row is in another state, paging past it, and drops a ghost', async ({
+    raw,
+    q,
+    key,
+  }) => {
+    const ids = await deadJobs(q, 3);
     await raw.hset(key(`job:${ids[0]}`), 'state', 'pending'); // an inconsistent member stays put
     await raw.zadd(key('dead'), 1, 'JOBghost'); // a member without a row leaves the set
     expect(await q.retryAll({ batch: 1 })).toBe(2);
     expect(await raw.zrange(key('dead'), 0, -1)).toEqual([ids[0]]);
   });
 
-  it('resolves 0 for an empty set and refuses other states', async () => {
+  it('resolves 0 for an empty set and refuses other states', async ({ q }) => {
     expect(await q.retryAll()).toBe(0);
     await expect(q.retryAll({ state: 'active' as never })).rejects.toMatchObject({ code: 'EMQINPUT' });
   });

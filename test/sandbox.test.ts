@@ -142,6 +142,17 @@ describe('a handler file in sandboxes', () => {
     expect(await q.counts()).toMatchObject({ completed: 3, pending: 0, active: 0, dead: 0 });
   });
 
+  it('thread: a CPU-bound handler past its timeoutMs is ended abortGraceMs later; the next job gets a fresh sandbox', async () => {
+    const failed = deferred<string>();
+    const c = consume('spin.mjs', 'thread', { concurrency: 1, sandboxOptions: { abortGraceMs: 50 } });
+    c.on('failed', (_job, err, outcome) => failed.resolve(`${outcome} ${err.message}`));
+    const stuck = await q.enqueue(600_000, { timeoutMs: 200, attempts: 1 });
+    expect(await failed.promise).toMatch(/^dead EMQTIMEOUT: job \S+ ran past its timeout of 200 ms/);
+    const { id } = await q.enqueue(1);
+    expect(await q.waitFor(id, { timeoutMs: 20_000 })).toBe('spun');
+    expect((await q.get(stuck.id))?.state).toBe('dead');
+  });
+
   it('thread: a handler past its resourceLimits fails that attempt (out of memory), the consumer runs on', async () => {
     const failed = deferred<string>();
     const c = consume('hog.mjs', 'thread', {

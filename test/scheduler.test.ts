@@ -5,7 +5,7 @@
 // nothing; and consumers with a 60 s beat running schedulers made under them (parked or busy)
 // at every slot, each once. Periods are tens to hundreds of ms.
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
 import type { ErrorCode } from '../src/core/errors.js';
 import { occurrenceId } from '../src/core/ids.js';
@@ -13,7 +13,7 @@ import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
 import { calculateNextMillis } from '../src/recurring/next-run.js';
 import { nextOccurrence } from '../src/recurring/schedulers.js';
-import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
 import {
   closeAll,
   deferred,
@@ -26,42 +26,44 @@ import {
 
 const env = useRedisServer();
 
-let mq: EchoMQ;
-let raw: Redis;
-let name: string;
-let q: Queue;
-const others: EchoMQ[] = [];
-const consumers: Consumer[] = [];
-
-useQueue(
-  env,
-  'sched',
-  (f) => {
-    ({ mq, raw, name, q } = f);
-  },
-  () => closeAll(consumers, others),
-);
-
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
-function key(suffix: string): string {
-  return `emq:{${name}}:${suffix}`;
-}
-
-const serverNow = () => serverClock(raw);
-
-/** Ids in the schedule set that are occurrences of scheduler `id`. */
-async function scheduled(id: string): Promise<string[]> {
-  return (await raw.zrange(key('schedule'), 0, -1)).filter((m) => m.endsWith(`:s:${id}`));
-}
-
 /** Every occurrence row of scheduler `id`, by job id. */
-async function occurrenceRows(id: string): Promise<Map<string, Record<string, string>>> {
+async function occurrenceRowsOf(
+  raw: Redis,
+  key: (suffix: string) => string,
+  id: string,
+): Promise<Map<string, Record<string, string>>> {
   const out = new Map<string, Record<string, string>>();
   for (const k of await raw.keys(key(`job:JOB*:s:${id}`)))
     out.set(k.slice(key('job:').length), await raw.hgetall(k));
   return out;
 }
+
+/** Each test's own queue, the consumers and connections it opens (closed after it), and reads of its keys. */
+const it = queueTest(env, 'sched').extend<{
+  consumers: Consumer[];
+  others: EchoMQ[];
+  serverNow: () => Promise<number>;
+  /** Ids in the schedule set that are occurrences of scheduler `id`. */
+  scheduled: (id: string) => Promise<string[]>;
+  occurrenceRows: (id: string) => Promise<Map<string, Record<string, string>>>;
+}>({
+  consumers: async ({ defer }, use) => {
+    const list: Consumer[] = [];
+    defer(() => closeAll(list, []));
+    await use(list);
+  },
+  others: async ({ defer }, use) => {
+    const list: EchoMQ[] = [];
+    defer(() => closeAll([], list));
+    await use(list);
+  },
+  serverNow: async ({ raw }, use) => use(() => serverClock(raw)),
+  scheduled: async ({ raw, key }, use) =>
+    use(async (id) => (await raw.zrange(key('schedule'), 0, -1)).filter((m) => m.endsWith(`:s:${id}`))),
+  occurrenceRows: async ({ raw, key }, use) => use((id) => occurrenceRowsOf(raw, key, id)),
+});
 
 const refused = refusal;
 
@@ -85,7 +87,13 @@ async function drive(queue: Queue, done: () => Promise<boolean>, what: string): 
 // ── upsert ──────────────────────────────────────────────────────────────────────
 
 describe('upsert', () => {
-  it('creates the record and exactly one delayed occurrence with a deterministic id and runat', async () => {
+  it('creates the record and exactly one delayed occurrence with a deterministic id and runat', async ({
+    raw,
+    q,
+    key,
+    serverNow,
+    scheduled,
+  }) => {
     const before = await serverNow();
     const r = await q.schedulers.upsert(
       'digest',
@@ -112,7 +120,7 @@ describe('upsert', () => {
     expect(events.map(([, f]) => f.slice(0, 4))).toContainEqual(['event', 'delayed', 'id', r.jobId]);
   });
 
-  it('get, list and count describe the scheduler', async () => {
+  it('get, list and count describe the scheduler', async ({ q }) => {
     const r = await q.schedulers.upsert(
       's1',
       { pattern: '0 9 * * *', tz: 'Europe/Berlin' },
@@ -134,7 +142,10 @@ describe('upsert', () => {
     expect(await q.schedulers.count()).toBe(1);
   });
 
-  it('re-upserting the same options keeps the occurrence (no duplicate, no postponement) and refreshes the template', async () => {
+  it('re-upserting the same options keeps the occurrence (no duplicate, no postponement) and refreshes the template', async ({
+    q,
+    scheduled,
+  }) => {
     const first = await q.schedulers.upsert('keep', { every: 60_000 }, { data: { v: 1 } });
     await new Promise((r) => setTimeout(r, 5));
     const again = await q.schedulers.upsert('keep', { every: 60_000 }, { name: 'renamed', data: { v: 2 } });
@@ -148,7 +159,7 @@ describe('upsert', () => {
     expect((await q.schedulers.get('keep'))!.iterationCount).toBe(1);
   });
 
-  it('Date and ISO dates are stored as epoch ms, so equal definitions compare equal', async () => {
+  it('Date and ISO dates are stored as epoch ms, so equal definitions compare equal', async ({ q }) => {
     const end = Date.parse('2099-01-01T00:00:00Z');
     const a = await q.schedulers.upsert('dates', { every: 60_000, endDate: new Date(end) });
     const b = await q.schedulers.upsert('dates', { every: 60_000, endDate: '2099-01-01T00:00:00Z' });
@@ -157,7 +168,13 @@ describe('upsert', () => {
     expect((await q.schedulers.get('dates'))!.repeat).toEqual({ every: 60_000, endDate: end });
   });
 
-  it('new options replace the waiting occurrence: it is removed and the new one scheduled', async () => {
+  it('new options replace the waiting occurrence: it is removed and the new one scheduled', async ({
+    raw,
+    q,
+    key,
+    serverNow,
+    scheduled,
+  }) => {
     const old = await q.schedulers.upsert('swap', { every: 60_000 });
     const now = await serverNow();
     const r = await q.schedulers.upsert('swap', { pattern: '0 0 1 1 *' });
@@ -173,7 +190,10 @@ describe('upsert', () => {
     expect(events.map(([, f]) => f.join(' '))).toContain(`event removed id ${old.jobId} prev scheduled`);
   });
 
-  it('new options leave an occurrence that already started alone: it runs, the next follows the new options', async () => {
+  it('new options leave an occurrence that already started alone: it runs, the next follows the new options', async ({
+    q,
+    scheduled,
+  }) => {
     const old = await q.schedulers.upsert('started', { immediately: true, every: 60_000 });
     await poll(
       () => q.promote(),
@@ -188,7 +208,7 @@ describe('upsert', () => {
     expect((await q.schedulers.get('started'))!.iterationCount).toBe(2);
   });
 
-  it('immediately: the first occurrence is due at once', async () => {
+  it('immediately: the first occurrence is due at once', async ({ q, serverNow }) => {
     const now = await serverNow();
     const r = await q.schedulers.upsert('now', { every: 60_000, immediately: true });
     expect(r.nextRunAt).toBeGreaterThanOrEqual(now);
@@ -197,7 +217,7 @@ describe('upsert', () => {
     expect((await q.get(r.jobId!))?.state).toBe('pending');
   });
 
-  it('a bad pattern or time zone is EMQCRON and stores nothing', async () => {
+  it('a bad pattern or time zone is EMQCRON and stores nothing', async ({ raw, q, key }) => {
     const bad = await refused(() => q.schedulers.upsert('cron', { pattern: '61 * * * *' }));
     expect(bad.code).toBe('EMQCRON');
     expect(bad.message).toContain('61 * * * *');
@@ -209,7 +229,10 @@ describe('upsert', () => {
     expect(await raw.keys(key('*'))).toEqual([]);
   });
 
-  it('other bad input is EMQINPUT, and a bad upsert leaves the stored scheduler as it was', async () => {
+  it('other bad input is EMQINPUT, and a bad upsert leaves the stored scheduler as it was', async ({
+    q,
+    scheduled,
+  }) => {
     const good = await q.schedulers.upsert('ok', { every: 60_000 }, { data: 1 });
     expect(await code(() => q.schedulers.upsert('ok', { every: 0 }))).toBe('EMQINPUT');
     expect(await code(() => q.schedulers.upsert('ok', { every: 10, pattern: '* * * * *' }))).toBe('EMQINPUT');
@@ -232,7 +255,10 @@ describe('upsert', () => {
     expect(await q.schedulers.count()).toBe(1);
   });
 
-  it('a compare-and-set refuses a caller that read a stale record (the script says stale)', async () => {
+  it('a compare-and-set refuses a caller that read a stale record (the script says stale)', async ({
+    q,
+    scheduled,
+  }) => {
     const r = await q.schedulers.upsert('cas', { every: 60_000 });
     const p = q.keys.prefix;
     const reply = await q.run('addJobScheduler', [
@@ -258,7 +284,7 @@ describe('upsert', () => {
 // ── list, count, remove ─────────────────────────────────────────────────────────
 
 describe('list, count, remove, removeByKey', () => {
-  it('list orders by upcoming run and takes a rank range; count counts them', async () => {
+  it('list orders by upcoming run and takes a rank range; count counts them', async ({ mq, q }) => {
     await q.schedulers.upsert('c', { every: 300_000 });
     await q.schedulers.upsert('a', { every: 100_000 });
     await q.schedulers.upsert('b', { every: 200_000 });
@@ -269,7 +295,12 @@ describe('list, count, remove, removeByKey', () => {
     expect(await mq.queue(uniqueQueue('none')).schedulers.list()).toEqual([]);
   });
 
-  it('remove deletes the scheduler and its waiting occurrence; a second remove is false', async () => {
+  it('remove deletes the scheduler and its waiting occurrence; a second remove is false', async ({
+    raw,
+    q,
+    key,
+    scheduled,
+  }) => {
     const r = await q.schedulers.upsert('rm', { every: 60_000 });
     expect(await q.schedulers.remove('rm')).toBe(true);
     expect(await raw.exists(key('scheduler:rm'), key(`job:${r.jobId}`))).toBe(0);
@@ -279,7 +310,7 @@ describe('list, count, remove, removeByKey', () => {
     expect(await q.schedulers.remove('rm')).toBe(false);
   });
 
-  it('removeByKey removes by the key list() shows', async () => {
+  it('removeByKey removes by the key list() shows', async ({ q }) => {
     await q.schedulers.upsert('by-key', { every: 60_000 });
     const [listed] = await q.schedulers.list();
     expect(await q.schedulers.removeByKey(listed!.key)).toBe(true);
@@ -287,7 +318,7 @@ describe('list, count, remove, removeByKey', () => {
     expect(await q.schedulers.removeByKey(listed!.key)).toBe(false);
   });
 
-  it('remove leaves an occurrence that was already released to run', async () => {
+  it('remove leaves an occurrence that was already released to run', async ({ q, occurrenceRows }) => {
     const r = await q.schedulers.upsert('released', { every: 60_000, immediately: true });
     await poll(
       () => q.promote(),
@@ -304,7 +335,10 @@ describe('list, count, remove, removeByKey', () => {
 // ── the hand-off ────────────────────────────────────────────────────────────────
 
 describe('the hand-off', () => {
-  it('promote makes the next occurrence of an every scheduler in the call that releases the current one', async () => {
+  it('promote makes the next occurrence of an every scheduler in the call that releases the current one', async ({
+    q,
+    scheduled,
+  }) => {
     const r = await q.schedulers.upsert('h', { every: 30 });
     expect((await q.schedulers.advance()).made).toEqual([]);
     const { now } = await poll(
@@ -324,7 +358,13 @@ describe('the hand-off', () => {
     expect((await q.schedulers.advance()).made).toEqual([]); // nothing left for a runtime to do
   });
 
-  it('promotes racing on two connections release an occurrence once and make its next one once', async () => {
+  it('promotes racing on two connections release an occurrence once and make its next one once', async ({
+    q,
+    queueName: name,
+    others,
+    serverNow,
+    scheduled,
+  }) => {
     const other = await EchoMQ.connect({ url: env.server.url });
     others.push(other);
     const q2 = other.queue(name);
@@ -336,7 +376,14 @@ describe('the hand-off', () => {
     expect((await q.schedulers.get('race'))!.iterationCount).toBe(2);
   });
 
-  it('a cron scheduler without a lookahead is handed off by the runtime: callers racing on one released occurrence advance it once', async () => {
+  it('a cron scheduler without a lookahead is handed off by the runtime: callers racing on one released occurrence advance it once', async ({
+    raw,
+    q,
+    key,
+    queueName: name,
+    others,
+    scheduled,
+  }) => {
     const other = await EchoMQ.connect({ url: env.server.url });
     others.push(other);
     const q2 = other.queue(name);
@@ -358,7 +405,10 @@ describe('the hand-off', () => {
     expect((await q.schedulers.get('cron'))!.iterationCount).toBe(2);
   });
 
-  it('the script refuses to advance from an occurrence that still waits, or one already advanced', async () => {
+  it('the script refuses to advance from an occurrence that still waits, or one already advanced', async ({
+    q,
+    scheduled,
+  }) => {
     const r = await q.schedulers.upsert('guard', { every: 60_000 });
     const p = q.keys.prefix;
     expect(await q.run('updateJobScheduler', [p, 'guard', r.jobId!, r.nextRunAt! + 60_000, ''])).toEqual([
@@ -375,7 +425,10 @@ describe('the hand-off', () => {
     expect(await scheduled('guard')).toEqual([r.jobId]);
   });
 
-  it('an occurrence retrying in backoff (scheduled again, attempts 1) neither holds up nor repeats the next one', async () => {
+  it('an occurrence retrying in backoff (scheduled again, attempts 1) neither holds up nor repeats the next one', async ({
+    q,
+    scheduled,
+  }) => {
     const r = await q.schedulers.upsert(
       'retry',
       { every: 60_000, immediately: true },
@@ -397,7 +450,12 @@ describe('the hand-off', () => {
     expect((await scheduled('retry')).sort()).toEqual([r.jobId, next].sort());
   });
 
-  it('a cron occurrence (without a lookahead) retrying in backoff counts as released for the runtime hand-off', async () => {
+  it('a cron occurrence (without a lookahead) retrying in backoff counts as released for the runtime hand-off', async ({
+    raw,
+    q,
+    key,
+    scheduled,
+  }) => {
     const r = await q.schedulers.upsert(
       'cronretry',
       { pattern: '0 9 * * *', immediately: true },
@@ -418,7 +476,11 @@ describe('the hand-off', () => {
     expect((await scheduled('cronretry')).sort()).toEqual([r.jobId, a.made[0]].sort());
   });
 
-  it('leaves alone a scheduler whose stored options this runtime cannot compute (another dialect)', async () => {
+  it('leaves alone a scheduler whose stored options this runtime cannot compute (another dialect)', async ({
+    raw,
+    q,
+    key,
+  }) => {
     const r = await q.schedulers.upsert('foreign', { pattern: '0 9 * * *', immediately: true });
     await raw.hdel(key('scheduler:foreign'), 'ahead'); // another runtime's record: no lookahead of ours
     await poll(
@@ -433,7 +495,10 @@ describe('the hand-off', () => {
     expect((await q.schedulers.get('foreign'))!.ended).toBeUndefined();
   });
 
-  it('an occurrence cancelled or removed before it ran does not stop the scheduler', async () => {
+  it('an occurrence cancelled or removed before it ran does not stop the scheduler', async ({
+    q,
+    scheduled,
+  }) => {
     const r = await q.schedulers.upsert('skip', { every: 20 });
     await q.cancel(r.jobId!);
     await poll(
@@ -444,7 +509,13 @@ describe('the hand-off', () => {
     expect(await scheduled('skip')).toHaveLength(1);
   });
 
-  it('missed runs are not made up: a promote late by several periods (an outage) schedules the first slot after now', async () => {
+  it('missed runs are not made up: a promote late by several periods (an outage) schedules the first slot after now', async ({
+    raw,
+    q,
+    key,
+    serverNow,
+    scheduled,
+  }) => {
     const r = await q.schedulers.upsert('late', { every: 20, immediately: true });
     await poll(serverNow, (now) => now > r.nextRunAt! + 5 * 20, 'five periods');
     const { count, now } = await q.promoteNext();
@@ -477,7 +548,13 @@ describe('the hand-off', () => {
 // ── ending ──────────────────────────────────────────────────────────────────────
 
 describe('limit and endDate end a scheduler (the record stays, marked ended)', () => {
-  it('limit: exactly `limit` occurrences, then ended with no upcoming one', async () => {
+  it('limit: exactly `limit` occurrences, then ended with no upcoming one', async ({
+    raw,
+    q,
+    key,
+    scheduled,
+    occurrenceRows,
+  }) => {
     await q.schedulers.upsert('three', { every: 20, limit: 3 });
     await drive(q, async () => (await q.schedulers.get('three'))?.ended !== undefined, 'the scheduler ended');
     const rows = await occurrenceRows('three');
@@ -502,7 +579,7 @@ describe('limit and endDate end a scheduler (the record stays, marked ended)', (
     expect((await q.schedulers.get('three'))!.iterationCount).toBe(4);
   });
 
-  it('endDate: no occurrence after it; then ended', async () => {
+  it('endDate: no occurrence after it; then ended', async ({ q, serverNow, occurrenceRows }) => {
     const now = await serverNow();
     const end = now + 70;
     await q.schedulers.upsert('until', { every: 20, endDate: end });
@@ -513,7 +590,7 @@ describe('limit and endDate end a scheduler (the record stays, marked ended)', (
     expect((await q.schedulers.get('until'))!.ended).toBe('endDate');
   });
 
-  it('immediately alone runs once, then ends (done)', async () => {
+  it('immediately alone runs once, then ends (done)', async ({ q, occurrenceRows }) => {
     const r = await q.schedulers.upsert('once', { immediately: true });
     await drive(q, async () => (await q.schedulers.get('once'))?.ended !== undefined, 'the scheduler ended');
     expect([...(await occurrenceRows('once')).keys()]).toEqual([r.jobId]);
@@ -524,7 +601,7 @@ describe('limit and endDate end a scheduler (the record stays, marked ended)', (
     });
   });
 
-  it('an endDate already passed stores the scheduler ended, with no occurrence', async () => {
+  it('an endDate already passed stores the scheduler ended, with no occurrence', async ({ raw, q, key }) => {
     const r = await q.schedulers.upsert('past', { every: 1000, endDate: 1000 });
     expect(r).toEqual({ status: 'ended', nextRunAt: null, jobId: null });
     expect(await q.schedulers.get('past')).toMatchObject({
@@ -540,7 +617,10 @@ describe('limit and endDate end a scheduler (the record stays, marked ended)', (
 
 describe('consumers run schedulers', () => {
   // A 60 s beat: only the protocol's hand-off (promote) and the wakes can keep these on time.
-  it('a scheduler upserted under a parked consumer runs every slot, each once, in order, never early', async () => {
+  it('a scheduler upserted under a parked consumer runs every slot, each once, in order, never early', async ({
+    q,
+    consumers,
+  }) => {
     const seen: string[] = [];
     const c = q.consume(
       async (job) => {
@@ -567,7 +647,11 @@ describe('consumers run schedulers', () => {
     expect((await q.schedulers.get('tick'))!.ended).toBe('limit');
   });
 
-  it('a consumer busy with a long job still makes every slot: the runs wait for a slot, none is skipped', async () => {
+  it('a consumer busy with a long job still makes every slot: the runs wait for a slot, none is skipped', async ({
+    q,
+    consumers,
+    serverNow,
+  }) => {
     const { seen, release } = await occupiedConsumer(q, consumers);
     const r = await q.schedulers.upsert('busy', { every: 200, limit: 4 });
     const last = r.nextRunAt! + 3 * 200;
@@ -589,7 +673,10 @@ describe('consumers run schedulers', () => {
     expect(seen).toEqual([0, 1, 2, 3].map((k) => occurrenceId('s', 'busy', r.nextRunAt! + k * 200)));
   });
 
-  it('a delayed job enqueued right after an immediately scheduler starts on time, not at the beat', async () => {
+  it('a delayed job enqueued right after an immediately scheduler starts on time, not at the beat', async ({
+    q,
+    consumers,
+  }) => {
     const c = q.consume(async () => {}, { beatMs: 60_000 });
     consumers.push(c);
     await c.idle();
@@ -605,7 +692,14 @@ describe('consumers run schedulers', () => {
     expect(job.startedAt! - job.runAt!).toBeLessThan(30_000); // not the 60 s beat
   });
 
-  it('two consumers taking the scheduled occurrences at once never duplicate a run', async () => {
+  it('two consumers taking the scheduled occurrences at once never duplicate a run', async ({
+    q,
+    queueName: name,
+    consumers,
+    others,
+    scheduled,
+    occurrenceRows,
+  }) => {
     const other = await EchoMQ.connect({ url: env.server.url });
     others.push(other);
     await q.schedulers.upsert('shared', { every: 30 });

@@ -1,32 +1,22 @@
 // Emptying a queue (src/sweep.ts) on a real server: drain deletes the waiting jobs in batches
 // (pending, lanes, and scheduled ones when asked), obliterate every key of the queue, refusing
 // while jobs are active unless forced, and both report progress per batch.
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
-import type { EchoMQ } from '../src/echomq.js';
+import { describe, expect } from 'vitest';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
+const it = queueTest(env, 'sweep');
 
-let mq: EchoMQ;
-let raw: Redis;
-let q: Queue;
-let P: string;
-
-useQueue(env, 'sweep', (f) => {
-  ({ mq, raw, q, P } = f);
-});
-
-async function claim(n: number): Promise<string[]> {
-  const [flat] = (await q.run('claim', [P, n, 60_000])) as [(string | number)[]];
+async function claim(q: Queue, n: number): Promise<string[]> {
+  const [flat] = (await q.run('claim', [q.keys.prefix, n, 60_000])) as [(string | number)[]];
   return flat.filter((_, i) => i % 7 === 0).map(String);
 }
 
 describe('drain', () => {
-  it('deletes every waiting job in batches, leaving running, scheduled and ended ones', async () => {
+  it('deletes every waiting job in batches, leaving running, scheduled and ended ones', async ({ q }) => {
     await q.enqueue({ run: true });
-    const [running] = await claim(1);
+    const [running] = await claim(q, 1);
     await q.enqueueMany(Array.from({ length: 250 }, (_, i) => ({ data: i, opts: { group: `g${i % 3}` } })));
     await q.enqueueMany(Array.from({ length: 250 }, (_, i) => ({ data: i })));
     const later = await q.enqueueIn({}, 60_000);
@@ -39,10 +29,10 @@ describe('drain', () => {
     expect(await q.get(later.id)).toBeNull();
     // The lanes left on the ring are dropped by the next claim; new work runs as before.
     const { id } = await q.enqueue({}, { group: 'g1' });
-    expect(await claim(5)).toEqual([id]);
+    expect(await claim(q, 5)).toEqual([id]);
   });
 
-  it('refuses bad options before anything is deleted', async () => {
+  it('refuses bad options before anything is deleted', async ({ q }) => {
     await q.enqueue({});
     await expect(q.drain({ batch: 0 })).rejects.toMatchObject({ code: 'EMQINPUT' });
     await expect(q.drain({ scheduled: 'yes' as never })).rejects.toMatchObject({ code: 'EMQINPUT' });
@@ -53,7 +43,7 @@ describe('drain', () => {
 });
 
 describe('obliterate', () => {
-  it('deletes every key of the queue in batches and no key of another queue', async () => {
+  it('deletes every key of the queue in batches and no key of another queue', async ({ mq, raw, q, P }) => {
     const other = mq.queue(`${q.name}-other`);
     await other.enqueue({ keep: true });
     await q.enqueueMany(Array.from({ length: 300 }, (_, i) => ({ data: i, opts: { group: `g${i % 2}` } })));
@@ -73,10 +63,10 @@ describe('obliterate', () => {
     expect(await raw.hget(`${P}meta`, 'version')).toBe('1');
   });
 
-  it('refuses while jobs are active (nothing changes), and goes on with force', async () => {
+  it('refuses while jobs are active (nothing changes), and goes on with force', async ({ raw, q, P }) => {
     await q.enqueue({});
     await q.enqueue({});
-    await claim(1);
+    await claim(q, 1);
     const before = (await raw.keys(`${P}*`)).sort();
     await expect(q.obliterate()).rejects.toMatchObject({ code: 'EMQSTATE' });
     expect((await raw.keys(`${P}*`)).sort()).toEqual(before);
@@ -86,7 +76,7 @@ describe('obliterate', () => {
     await expect(q.obliterate({ force: 'yes' } as never)).rejects.toMatchObject({ code: 'EMQINPUT' });
   });
 
-  it('a consumer running on an obliterated queue keeps going and runs new work', async () => {
+  it('a consumer running on an obliterated queue keeps going and runs new work', async ({ q }) => {
     const seen: unknown[] = [];
     const consumer = q.consume((job) => {
       seen.push(job.data);

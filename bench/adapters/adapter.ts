@@ -31,6 +31,11 @@ export interface Session {
   /** Adds a chunk of jobs as the library's bulk verb (EchoMQ enqueueMany, BullMQ addBulk). */
   addBulk(items: readonly Data[]): Promise<void>;
   /**
+   * addBulk with a lane (group) per job. EchoMQ: the `group` option; BullMQ has no groups in its
+   * open-source edition, so it adds the same jobs flat (its fairness figure shows what that costs).
+   */
+  addBulkGrouped(items: readonly { data: Data; group: string }[]): Promise<void>;
+  /**
    * Adds jobs delayed by `delayMs` (100 adds in flight) and returns, per job, its id and the
    * instant it is meant to run, in epoch ms, as the library itself defines it.
    */

@@ -34,6 +34,9 @@ export const bullmqAdapter: Adapter = {
       async addBulk(items) {
         await queue.addBulk(items.map((data) => ({ name: 'job', data })));
       },
+      async addBulkGrouped(items) {
+        await queue.addBulk(items.map(({ data }) => ({ name: 'job', data }))); // no groups: flat
+      },
       async addDelayed(items, delayMs) {
         // BullMQ prices a delay on the client: the job runs at job.timestamp (Date.now() at add) + delay.
         return inFlight(items, 100, async (data) => {

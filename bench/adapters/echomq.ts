@@ -34,6 +34,9 @@ export const echomqAdapter: Adapter = {
       async addBulk(items) {
         await queue.enqueueMany(items.map((data) => ({ data })));
       },
+      async addBulkGrouped(items) {
+        await queue.enqueueMany(items.map(({ data, group }) => ({ data, opts: { group } })));
+      },
       async addDelayed(items, delayMs) {
         const ids = await inFlight(items, 100, async (data) => (await queue.enqueueIn(data, delayMs)).id);
         // The intended instant is the row's `runat`: the server's TIME in schedule + delayMs.

@@ -37,13 +37,16 @@ local function rate_settle(log, now)
 end
 
 local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max', 4, whole_text }
-local function claim(p, K, n, lease, now, now_us, emax)
+-- The meta fields claim reads. A script that reads meta for itself too asks for these after
+-- its own fields and hands claim their values (`m`, in this order): one meta read per call.
+local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until' }
+local function claim(p, K, n, lease, now, now_us, emax, m)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
-  -- The queue's settings in the one meta read every claim makes: pause, rate limit, the
-  -- queue-wide concurrency cap with its running count, and a handler's hold (rate_limit).
-  local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until')
+  -- The queue's settings in the one meta read every claim makes (CLAIM_META): pause, rate
+  -- limit, the queue-wide concurrency cap with its running count, and a handler's hold.
+  m = m or redis.call('HMGET', K.meta, unpack(CLAIM_META))
   local timeouts = {} -- id, timeout_ms of the jobs taken that have one
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')

@@ -1,12 +1,19 @@
 -- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
 -- deleting their rows (and a parent's P job:<id>:results, a job's P job:<id>:logs) too. Bounded work per call: trims at most 1000 rows by count and
 -- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
+-- The count is kept in batches: the set may run `trim_slack(keep)` over `keep` (a tenth, at
+-- most 100; 0 below 10) before a call trims it back to `keep`, so a steady stream of single
+-- completions pays the trim's calls (pop, DEL, the ids' window) once per batch, not per job.
 -- The ids deleted stay known for the idempotency `window` (lib/idempotency.lua, embedded before).
+local function trim_slack(keep)
+  return math.min(100, math.floor(keep / 10))
+end
+
 local function trim(p, set, keep, age, now, window)
   local excess = redis.call('ZCARD', set) - keep
   local old = {}
-  if excess > 0 then
-    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1, 'WITHSCORES')
+  if excess > trim_slack(keep) then
+    old = redis.call('ZPOPMIN', set, math.min(excess, 1000)) -- member, score pairs, oldest first
   elseif age >= 0 then
     old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'WITHSCORES', 'LIMIT', 0, 100)
   end
@@ -21,7 +28,7 @@ local function trim(p, set, keep, age, now, window)
       ended[i], ended[i + 1] = old[i + 1], id
     end
     redis.call('DEL', unpack(rows))
-    redis.call('ZREM', set, unpack(ids))
+    if excess <= trim_slack(keep) then redis.call('ZREM', set, unpack(ids)) end -- ZPOPMIN took them
     remember(p, ended, now, window)
   end
 end

@@ -12,7 +12,8 @@
 -- EVENTS: completed: one entry for the call's completed jobs (id, and ids when several; see
 --   lib/bulk.lua emit_batch); then claim's events. Counts completions per minute in
 --   stats:<epoch minute> (hash field completed, kept 2 hours) for tools. Retention trims completed by
---   meta keep_completed (count, default 1000) and keep_completed_ms (age, default 1 day).
+--   meta keep_completed (count, default 1000; in batches: up to a tenth, at most 100, over it
+--   before a trim back to it) and keep_completed_ms (age, default 1 day).
 --   A job with a dedupe lock (row field dedupe) frees it; a job with a parent counts down its
 --   parent (lib/flow.lua): waiting (parent) when that was the last child.
 -- >>> lib/rows.lua
@@ -181,10 +182,11 @@ local function remember(p, pairs, now, window)
 end
 
 -- The ids among `ids` (a list) that ended within the window: a set id -> true. One call for
--- the list, none when nothing is remembered.
+-- the list: a single id is looked up at once (ZMSCORE on an absent key answers nil), several
+-- only when the key exists (one EXISTS spares a long ZMSCORE when nothing is remembered).
 local function remembered(p, ids, now, window)
   local known = {}
-  if window <= 0 or #ids == 0 or redis.call('EXISTS', p .. IDS_ENDED) == 0 then return known end
+  if window <= 0 or #ids == 0 or (#ids > 1 and redis.call('EXISTS', p .. IDS_ENDED) == 0) then return known end
   local scores = redis.call('ZMSCORE', p .. IDS_ENDED, unpack(ids))
   for i, score in ipairs(scores) do
     if score and tonumber(score) >= now - window then known[ids[i]] = true end
@@ -196,12 +198,19 @@ end
 -- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
 -- deleting their rows (and a parent's P job:<id>:results, a job's P job:<id>:logs) too. Bounded work per call: trims at most 1000 rows by count and
 -- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
+-- The count is kept in batches: the set may run `trim_slack(keep)` over `keep` (a tenth, at
+-- most 100; 0 below 10) before a call trims it back to `keep`, so a steady stream of single
+-- completions pays the trim's calls (pop, DEL, the ids' window) once per batch, not per job.
 -- The ids deleted stay known for the idempotency `window` (lib/idempotency.lua, embedded before).
+local function trim_slack(keep)
+  return math.min(100, math.floor(keep / 10))
+end
+
 local function trim(p, set, keep, age, now, window)
   local excess = redis.call('ZCARD', set) - keep
   local old = {}
-  if excess > 0 then
-    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1, 'WITHSCORES')
+  if excess > trim_slack(keep) then
+    old = redis.call('ZPOPMIN', set, math.min(excess, 1000)) -- member, score pairs, oldest first
   elseif age >= 0 then
     old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'WITHSCORES', 'LIMIT', 0, 100)
   end
@@ -216,7 +225,7 @@ local function trim(p, set, keep, age, now, window)
       ended[i], ended[i + 1] = old[i + 1], id
     end
     redis.call('DEL', unpack(rows))
-    redis.call('ZREM', set, unpack(ids))
+    if excess <= trim_slack(keep) then redis.call('ZREM', set, unpack(ids)) end -- ZPOPMIN took them
     remember(p, ended, now, window)
   end
 end
@@ -458,13 +467,16 @@ local function rate_settle(log, now)
 end
 
 local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max', 4, whole_text }
-local function claim(p, K, n, lease, now, now_us, emax)
+-- The meta fields claim reads. A script that reads meta for itself too asks for these after
+-- its own fields and hands claim their values (`m`, in this order): one meta read per call.
+local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until' }
+local function claim(p, K, n, lease, now, now_us, emax, m)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
-  -- The queue's settings in the one meta read every claim makes: pause, rate limit, the
-  -- queue-wide concurrency cap with its running count, and a handler's hold (rate_limit).
-  local m = redis.call('HMGET', K.meta, 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until')
+  -- The queue's settings in the one meta read every claim makes (CLAIM_META): pause, rate
+  -- limit, the queue-wide concurrency cap with its running count, and a handler's hold.
+  m = m or redis.call('HMGET', K.meta, unpack(CLAIM_META))
   local timeouts = {} -- id, timeout_ms of the jobs taken that have one
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
@@ -667,7 +679,8 @@ local p = ARGV[1]
 local K = { active = KEYS[1], completed = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
   ring = KEYS[6], pending = KEYS[7] }
 local now, now_us = server_clock()
-local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_completed_ms', 'keep_ids_ms')
+local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_completed_ms', 'keep_ids_ms',
+  unpack(CLAIM_META)) -- claim's fields too: one meta read for the whole call
 local emax = s[1] or '10000'
 local statuses, woke, done = {}, false, 0
 local gone, finished = {}, {} -- leave active and join completed in one call each, not per job
@@ -709,14 +722,21 @@ end
 -- Per-minute throughput for tools: one counter write per call, not per job.
 if done > 0 then
   local stats = p .. 'stats:' .. math.floor(now / 60000)
-  redis.call('HINCRBY', stats, 'completed', done)
-  redis.call('PEXPIRE', stats, 7200000)
+  -- The ttl is set when the field is new (its first write this minute), not on every call.
+  if redis.call('HINCRBY', stats, 'completed', done) == done then redis.call('PEXPIRE', stats, 7200000) end
 end
 trim(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now, ids_window(s[4]))
 for _, a in ipairs(after) do -- the jobs' own retention
   if a[2][6] then retain(p, K.completed, a[1], a[2][6], now, ids_window(s[4])) end
 end
 if woke then wake(K) end
-local jobs, wid, wait, head, timeouts = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax)
+-- Claim reuses the meta read above unless a completion gave back a queue-wide slot (its
+-- running count changed since): then it reads meta afresh.
+local freed = false
+for _, a in ipairs(after) do
+  if a[2][7] == '1' then freed = true end
+end
+local jobs, wid, wait, head, timeouts = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax,
+  not freed and { unpack(s, 5, 4 + #CLAIM_META) } or nil)
 if #timeouts > 0 then return { statuses, jobs, wid, wait, now, head, timeouts } end -- as claim's
 return { statuses, jobs, wid, wait, now, head }

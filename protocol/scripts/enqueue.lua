@@ -15,6 +15,9 @@
 --   kept job's id (a string) when deduplicated (nothing of the new job is written)
 -- ERRORS: EMQKIND when any id is not JOB-namespaced; EMQINPUT a tuple count that fits neither
 --   width, or a malformed dedupe_spec (either way nothing at all is written)
+-- ROWS: state pending, payload, created now, and the optional fields given. created is left out
+--   for a minted id (JOB + 20 Crockford base32 characters, the first 10 its mint instant in ms)
+--   minted at most 60 s before now and not after it: readers take the id's instant.
 -- EVENTS: added (id, name): one entry for the call's admitted jobs when they share a name
 --   (ids listed; see lib/bulk.lua emit_batch), else one per job; deduplicated (id = the kept id, key) per
 --   deduplicated one, and for a debounce that moved the kept job: waiting (id) or delayed
@@ -250,10 +253,11 @@ local function remember(p, pairs, now, window)
 end
 
 -- The ids among `ids` (a list) that ended within the window: a set id -> true. One call for
--- the list, none when nothing is remembered.
+-- the list: a single id is looked up at once (ZMSCORE on an absent key answers nil), several
+-- only when the key exists (one EXISTS spares a long ZMSCORE when nothing is remembered).
 local function remembered(p, ids, now, window)
   local known = {}
-  if window <= 0 or #ids == 0 or redis.call('EXISTS', p .. IDS_ENDED) == 0 then return known end
+  if window <= 0 or #ids == 0 or (#ids > 1 and redis.call('EXISTS', p .. IDS_ENDED) == 0) then return known end
   local scores = redis.call('ZMSCORE', p .. IDS_ENDED, unpack(ids))
   for i, score in ipairs(scores) do
     if score and tonumber(score) >= now - window then known[ids[i]] = true end
@@ -291,6 +295,25 @@ end
 local function lifo_score(K, prio)
   local seq = redis.call('HINCRBY', K.meta, 'lifo_seq', 1) % 8589934592
   return tonumber(prio) - seq / 8589934592
+end
+
+-- A minted id (JOB, 10 Crockford base32 characters of its mint instant in epoch ms, 10 random
+-- ones) already holds when the job was made: its row leaves `created` out when that instant is
+-- at most MINTED_SLACK ms before now (and not after it), and readers take the id's instant. A
+-- row per waiting job is a hash table (a 100-byte payload is over Redis's listpack limit), in
+-- which every field costs about 50 bytes. Any other id, or an instant outside that, gets `created`.
+local MINTED_SLACK = 60000
+local CROCKFORD = {}
+for i = 1, 32 do CROCKFORD[string.byte('0123456789ABCDEFGHJKMNPQRSTVWXYZ', i)] = i - 1 end
+local function minted_at(id)
+  if #id ~= 23 or string.sub(id, 1, 3) ~= 'JOB' then return nil end
+  local t = 0
+  for i = 4, 23 do
+    local d = CROCKFORD[string.byte(id, i)]
+    if not d then return nil end
+    if i <= 13 then t = t * 32 + d end
+  end
+  return t
 end
 
 if #ARGV < 8 then return refuse('enqueue', 'the prefix, then 9 (or 7) fields per job') end
@@ -364,7 +387,11 @@ for i = 0, n - 1 do
     if dkey ~= '' then dedupe_lock(p, jk, id, dkey, ttl) end
     -- attempts is left out until the first claim (absent = 0): a smaller row per waiting job
     -- One HSET for the whole row: the optional fields join it only when present.
-    local row = { 'state', 'pending', 'payload', ARGV[b + 1], 'created', now }
+    local row = { 'state', 'pending', 'payload', ARGV[b + 1] }
+    local minted = minted_at(id)
+    if not minted or minted > now or minted < now - MINTED_SLACK then
+      row[#row + 1], row[#row + 2] = 'created', now
+    end
     if prio ~= '0' then row[#row + 1], row[#row + 2] = 'prio', prio end
     if group ~= '' then row[#row + 1], row[#row + 2] = 'group', group else group = nil end
     if name ~= '' then row[#row + 1], row[#row + 2] = 'name', name end

@@ -142,10 +142,11 @@ local function remember(p, pairs, now, window)
 end
 
 -- The ids among `ids` (a list) that ended within the window: a set id -> true. One call for
--- the list, none when nothing is remembered.
+-- the list: a single id is looked up at once (ZMSCORE on an absent key answers nil), several
+-- only when the key exists (one EXISTS spares a long ZMSCORE when nothing is remembered).
 local function remembered(p, ids, now, window)
   local known = {}
-  if window <= 0 or #ids == 0 or redis.call('EXISTS', p .. IDS_ENDED) == 0 then return known end
+  if window <= 0 or #ids == 0 or (#ids > 1 and redis.call('EXISTS', p .. IDS_ENDED) == 0) then return known end
   local scores = redis.call('ZMSCORE', p .. IDS_ENDED, unpack(ids))
   for i, score in ipairs(scores) do
     if score and tonumber(score) >= now - window then known[ids[i]] = true end
@@ -157,12 +158,19 @@ end
 -- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
 -- deleting their rows (and a parent's P job:<id>:results, a job's P job:<id>:logs) too. Bounded work per call: trims at most 1000 rows by count and
 -- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
+-- The count is kept in batches: the set may run `trim_slack(keep)` over `keep` (a tenth, at
+-- most 100; 0 below 10) before a call trims it back to `keep`, so a steady stream of single
+-- completions pays the trim's calls (pop, DEL, the ids' window) once per batch, not per job.
 -- The ids deleted stay known for the idempotency `window` (lib/idempotency.lua, embedded before).
+local function trim_slack(keep)
+  return math.min(100, math.floor(keep / 10))
+end
+
 local function trim(p, set, keep, age, now, window)
   local excess = redis.call('ZCARD', set) - keep
   local old = {}
-  if excess > 0 then
-    old = redis.call('ZRANGE', set, 0, math.min(excess, 1000) - 1, 'WITHSCORES')
+  if excess > trim_slack(keep) then
+    old = redis.call('ZPOPMIN', set, math.min(excess, 1000)) -- member, score pairs, oldest first
   elseif age >= 0 then
     old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'WITHSCORES', 'LIMIT', 0, 100)
   end
@@ -177,7 +185,7 @@ local function trim(p, set, keep, age, now, window)
       ended[i], ended[i + 1] = old[i + 1], id
     end
     redis.call('DEL', unpack(rows))
-    redis.call('ZREM', set, unpack(ids))
+    if excess <= trim_slack(keep) then redis.call('ZREM', set, unpack(ids)) end -- ZPOPMIN took them
     remember(p, ended, now, window)
   end
 end
@@ -429,8 +437,8 @@ if field then
   return 'dead'
 end
 local stats = p .. 'stats:' .. math.floor(now / 60000) -- per-minute failures, for tools
-redis.call('HINCRBY', stats, 'failed', 1)
-redis.call('PEXPIRE', stats, 7200000)
+-- The ttl is set when the field is new (its first write this minute), not on every call.
+if redis.call('HINCRBY', stats, 'failed', 1) == 1 then redis.call('PEXPIRE', stats, 7200000) end
 redis.call('HSET', K.job, 'error', ARGV[4])
 if ARGV[5] ~= '' then redis.call('HSET', K.job, 'stack', ARGV[5]) else redis.call('HDEL', K.job, 'stack') end
 local attempts, max, delay = tonumber(row[3]), tonumber(row[4] or '1'), tonumber(ARGV[6])

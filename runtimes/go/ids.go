@@ -20,6 +20,25 @@ const (
 	maxIDTime   = 1<<48 - 1
 )
 
+// MintedAt is the mint instant (epoch ms) a minted id holds in its time part, 0 for an id of
+// another shape: the creation instant of a row enqueue wrote without created (SPEC.md section 3).
+func MintedAt(id string) int64 {
+	if len(id) != len(idPrefix)+timeChars+randomChars || !strings.HasPrefix(id, idPrefix) {
+		return 0
+	}
+	var at int64
+	for i := len(idPrefix); i < len(id); i++ {
+		digit := strings.IndexByte(crockford, id[i])
+		if digit < 0 {
+			return 0
+		}
+		if i < len(idPrefix)+timeChars {
+			at = at*32 + int64(digit)
+		}
+	}
+	return at
+}
+
 // Minter mints JOB ids from a clock and a source of random bytes.
 type Minter struct {
 	mu       sync.Mutex

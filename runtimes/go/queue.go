@@ -435,7 +435,11 @@ func DecodeRow(id string, row map[string]string) *JobView {
 	}
 	v.Stalled = number(row["stalled"])
 	v.CancelRequested = row["cancel"] == "1"
-	v.CreatedAt = number(row["created"])
+	if s, ok := row["created"]; ok {
+		v.CreatedAt = number(s)
+	} else {
+		v.CreatedAt = MintedAt(id) // enqueue leaves created off a row whose minted id holds it
+	}
 	if s, ok := row["prio"]; ok && s != "" {
 		p := number(s)
 		v.Priority = &p

@@ -5,7 +5,6 @@
 // an ack (a failure) is refilled on the next tick, together with the acks of that tick.
 
 import type { EventEmitter } from 'node:events';
-import { Backoff } from '../core/backoff.js';
 import { encodeJson } from '../core/codec.js';
 import { EchoMQError, thrownError } from '../core/errors.js';
 import type { ConsumerEvents, Handler } from '../core/types.js';
@@ -13,11 +12,14 @@ import type { QueueWire } from '../wire/queue-wire.js';
 import * as verbs from '../wire/verbs/index.js';
 import type { Leases } from './leases.js';
 import type { ConsumeSettings } from './options.js';
-import { badData, type ClaimReply, type Running, UnrecoverableError } from './running.js';
+import { type PutBack, putBack, putBackOf } from './putback.js';
+import { retryDecision } from './retry-policy.js';
+import { type ClaimReply, type Running, UnrecoverableError } from './running.js';
 
 /** What the acks ask of the beat that owns the slots. */
 export interface Slots {
-  closing(): boolean;
+  /** The consumer claims more (it is neither closing nor paused by consumer.pause()). */
+  claiming(): boolean;
   /** The last claim came back short (nothing claimable until a wake). */
   short(): boolean;
   /** Slots free now (may be negative while claims are in flight). */
@@ -78,9 +80,13 @@ export class Acks<D> {
     try {
       result = await handler(job, job);
     } catch (err) {
+      if (job.aborted === 'timeout') return; // failed at its deadline already (timedOut)
       await this.fail(job, thrownError(err, this.settings.maxErrorBytes));
       return;
     }
+    // A run past its timeout was failed then: what it returns now is not sent (its token is
+    // no longer the job's, so the script would refuse it anyway).
+    if (job.aborted === 'timeout') return;
     if (job.released) return this.leases.release(job);
     let encoded: string;
     try {
@@ -113,8 +119,8 @@ export class Acks<D> {
     const acks = this.pending;
     this.pending = [];
     if (acks.length === 0) return;
-    const half = Math.max(1, Math.ceil(this.settings.concurrency / 2));
-    const claiming = !this.slots.closing();
+    const half = this.settings.ackChunk ?? Math.max(1, Math.ceil(this.settings.concurrency / 2));
+    const claiming = this.slots.claiming();
     // Each call claims as many jobs as it acknowledges (those slots free up as it runs); the
     // first also claims the slots that are free already. Computed before any call reserves.
     let spare = claiming ? Math.max(0, this.slots.free()) : 0;
@@ -173,29 +179,23 @@ export class Acks<D> {
 
   /** Stores the job's failure: a retry after its backoff, or dead-lettered (SPEC's fail). */
   async fail(job: Running<D>, cause: Error): Promise<void> {
-    let error = cause;
     if (job.released) return this.leases.release(job);
+    const asked = putBackOf(cause);
+    if (asked && job.aborted === undefined) return this.putBack(job, asked);
     // From here the fail's reply decides: an extension that finds the lease gone because this
     // very fail was stored must not report the job lost.
     job.acking = true;
-    const unrecoverable = error instanceof UnrecoverableError || job.aborted === 'cancelled';
+    const unrecoverable = cause instanceof UnrecoverableError || job.aborted === 'cancelled';
     // -1 tells the script "never retry" (reason unrecoverable); on the last attempt the
     // script dead-letters by the count itself (reason error), so any delay will do.
-    let delay = unrecoverable ? -1 : 0;
-    if (!unrecoverable && job.attempts < job.maxAttempts) {
-      try {
-        delay = Backoff.delayMs(job.backoff ?? this.settings.backoff, job.attempts);
-      } catch (err) {
-        delay = -1; // a policy that cannot say when to retry never will
-        error = badData(job.id, 'backoff', err);
-      }
-    }
+    const { delay, error } = retryDecision(job, cause, unrecoverable, this.settings.backoff, this.settings);
     const message = clip(error.message || String(error), this.settings.maxErrorBytes);
     const stack = clip(error.stack ?? '', this.settings.maxStackBytes);
+    const reason = job.aborted === 'timeout' ? 'timeout' : undefined; // the failed event's reason (SPEC 8.1)
     for (;;) {
       this.leases.flushLogs();
       try {
-        const outcome = await verbs.fail(this.queue, job.id, job.token, message, stack, delay);
+        const outcome = await verbs.fail(this.queue, job.id, job.token, message, stack, delay, reason);
         this.leases.release(job);
         this.events.emit('failed', job, error, outcome);
         break;
@@ -213,9 +213,28 @@ export class Acks<D> {
     this.refill();
   }
 
+  /** The handler put its job back (snooze, rate limit): no attempt spent, fenced by the lease. */
+  private async putBack(job: Running<D>, asked: PutBack): Promise<void> {
+    job.acking = true;
+    this.leases.flushLogs();
+    try {
+      const at = await putBack(this.queue, job, asked);
+      this.leases.release(job);
+      this.events.emit(asked.verb === 'snooze' ? 'snoozed' : 'rateLimited', job, at);
+    } catch (err) {
+      this.leases.release(job);
+      if (err instanceof EchoMQError && (err.code === 'EMQLEASE' || err.code === 'EMQNOJOB')) {
+        this.leases.lose(job, false);
+      } else if (!this.queue.connector.isClosed) {
+        this.events.emit('error', err); // its lease runs out and recovery returns the job
+      }
+    }
+    this.refill();
+  }
+
   /** A slot freed outside an ack (a failure): claim for it on the next tick, with the acks. */
   private refill(): void {
-    if (this.slots.closing() || this.slots.free() <= 0) return;
+    if (!this.slots.claiming() || this.slots.free() <= 0) return;
     if (this.slots.short()) {
       this.slots.watchForWork();
       return;
@@ -238,7 +257,8 @@ export class Acks<D> {
   }
 }
 
-function clip(text: string, maxBytes: number): string {
+/** `text` cut to at most `maxBytes` bytes of UTF-8, marked with an ellipsis when cut. */
+export function clip(text: string, maxBytes: number): string {
   if (Buffer.byteLength(text) <= maxBytes) return text;
   return `${Buffer.from(text).subarray(0, maxBytes).toString('utf8')}…`;
 }

@@ -25,6 +25,7 @@ import type { ConsumerEvents, Handler } from '../core/types.js';
 import type { Replication } from '../wire/durability.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import { Acks, type Slots } from './acks.js';
+import { Deadlines } from './deadlines.js';
 import { Leases } from './leases.js';
 import { Legs } from './legs.js';
 import { type ConsumeOptions, consumeSettings, type Recovery } from './options.js';
@@ -74,12 +75,20 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private beatRechecks = 0;
   private unwatchClock: (() => void) | undefined;
   private readonly settledWaiters: (() => void)[] = [];
+  /** consumer.pause(): this consumer claims nothing until resume() (the queue is not paused). */
+  private pausedHere = false;
+  /** The default execution timeout (timeoutMs) for jobs without their own, if any. */
+  private readonly timeoutMs: number | undefined;
+  /** Deadlines of the held jobs that have a timeout: one timer for all of them. */
+  private readonly deadlines = new Deadlines<Running<D>>((job) => this.timedOut(job));
 
   constructor(
     /** The queue this consumer serves (its name is what tools show). */
     readonly queue: QueueWire,
     private readonly handler: Handler<D, R>,
     options?: ConsumeOptions,
+    /** Set by consumeBatch: completions per complete call (one call per batch). */
+    internal?: { ackChunk: number },
   ) {
     super();
     if (typeof handler !== 'function') {
@@ -88,14 +97,19 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
         `consume() takes a handler function (job, ctx) => result, got ${handler === null ? 'null' : typeof handler}`,
       );
     }
-    const s = consumeSettings(options, (value, where) => queue.durabilityFor(value, where));
+    const checked = consumeSettings(options, (value, where) => queue.durabilityFor(value, where));
+    const s = internal ? { ...checked, ackChunk: internal.ackChunk } : checked;
+    this.timeoutMs = s.timeoutMs;
     ({ concurrency: this.concurrency, leaseMs: this.leaseMs, extendMs: this.extendMs } = s);
     ({ beatMs: this.beatMs, recovery: this.recovery, durability: this.durability } = s);
     ({ maxStalled: this.maxStalled, promoteBatch: this.promoteBatch, ttlMs: this.ttlMs } = s);
     this.maxLogLines = s.maxLogLines;
-    this.leases = new Leases<D>(queue, s, this, () => this.settle());
+    this.leases = new Leases<D>(queue, s, this, (job) => {
+      if (job?.deadlineAt !== undefined) this.deadlines.remove(job);
+      this.settle();
+    });
     const slots: Slots = {
-      closing: () => this.closing,
+      claiming: () => !this.closing && !this.pausedHere,
       short: () => this.short,
       free: () => this.free,
       reserve: (n) => {
@@ -198,7 +212,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   /** Claims up to the free slots; `afterPromote`: even when short (promote may release work). */
   private async drain(afterPromote = false): Promise<void> {
-    if (this.closing) return;
+    if (this.closing || this.pausedHere) return;
     if (!afterPromote && this.short && performance.now() < this.limitedUntil) return;
     const n = this.free;
     if (n <= 0) return;
@@ -217,13 +231,14 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     if (this.closing) return;
     // A claim that was not short while slots are free stopped early (it dropped its bound of
     // ghosts, or slots freed meanwhile): claim again at once rather than wait for a beat.
-    if (!this.short && this.free > 0) return;
+    if (!this.short && this.free > 0 && !this.pausedHere) return;
     if (this.beatRechecks !== this.rechecks) return; // a recheck came during the beat: beat again
     const untilTtl = this.ttlMs === undefined ? Number.POSITIVE_INFINITY : this.startedAt + this.ttlMs;
     const untilDue = Math.min(this.dueAt(), untilTtl) - performance.now();
     const wait = Math.max(0, Math.min(this.legs.recoverAt - performance.now(), untilDue, this.beatMs));
     if (wait <= 0) return;
-    const woke = await this.parking.park(wait, untilDue, this.short && this.free > 0);
+    // Paused here, new work is no reason to wake: it sleeps until resume() or the beat.
+    const woke = await this.parking.park(wait, untilDue, this.short && this.free > 0 && !this.pausedHere);
     if (!woke) return;
     this.short = false;
     this.legs.woke(woke);
@@ -259,19 +274,71 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
    * call as the wake id, so a 'w s' written before that id (while this consumer was busy, or
    * before it parked) is not lost: its instant is the head.
    */
-  private startClaimed(flat: unknown[], wakeId: string, waitMs: number, now: number, nextDue: number): void {
+  private startClaimed(
+    flat: unknown[],
+    wakeId: string,
+    waitMs: number,
+    now: number,
+    nextDue: number,
+    timeouts?: string[],
+  ): void {
     this.short = wakeId !== '';
     if (this.short) this.parking.wakeId = wakeId;
     // A rate limit holds work back: park until its window reopens (a timer, not a poll).
     this.limitedUntil = waitMs >= 0 ? performance.now() + waitMs : Number.POSITIVE_INFINITY;
     this.learnHead(now, nextDue);
+    // Jobs' own timeouts come only when a job taken has one (SPEC 19.5): most replies have none.
+    const own = timeouts === undefined ? undefined : timeoutsById(timeouts);
     for (const { job, bad } of claimedJobs(this.leases, flat)) {
       this.leases.hold(job);
+      const timeoutMs = own?.get(job.id) ?? this.timeoutMs;
+      if (timeoutMs !== undefined) {
+        job.timeoutMs = timeoutMs;
+        this.deadlines.add(job, timeoutMs);
+      }
       // Bad data never stops the consumer: that job fails (dead-lettered) without a handler
       // run, and the others of the claim start as usual (SPEC section 5.1).
       const run = bad ? this.acks.fail(job, bad) : this.acks.run(job, this.handler);
       run.catch((err: unknown) => this.emit('error', err));
     }
+  }
+
+  /**
+   * The job ran past its timeout (SPEC 8.1): abort its signal and fail the attempt now with
+   * reason timeout. Its handler may run on; whatever it returns later is not sent (and its
+   * token would be refused). A job whose outcome is on its way already is left to that.
+   */
+  private timedOut(job: Running<D>): void {
+    if (job.released || job.acking) return;
+    job.abort('timeout');
+    this.acks.fail(job, job.reason()).catch((err: unknown) => this.emit('error', err));
+  }
+
+  // ── pausing this consumer ───────────────────────────────────────────────────
+
+  /**
+   * Stops this consumer claiming (the queue is not paused: other consumers go on). Running
+   * jobs finish and are acknowledged; resolves once none is left. resume() claims again.
+   */
+  pause(): Promise<void> {
+    this.pausedHere = true;
+    return new Promise((resolve) => {
+      this.settledWaiters.push(resolve);
+      this.settle();
+    });
+  }
+
+  /** Claims again after pause(), at once. */
+  resume(): void {
+    if (!this.pausedHere) return;
+    this.pausedHere = false;
+    this.short = false;
+    this.parking.wakeNow();
+  }
+
+  /** True between pause() and resume(). */
+  get paused(): boolean {
+    return this.pausedHere;
   }
 
   /** @internal ctx.checkpoint() of a held job (the job's JobControl; kept for callers of old). */
@@ -297,7 +364,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       // Work held back by a rate window is not idleness: the consumer claims it when it reopens.
       const waiting = this.limitedUntil !== Number.POSITIVE_INFINITY;
       const rechecked = this.beatRechecks === this.rechecks;
-      if ((this.short && !waiting && rechecked) || this.closing)
+      if ((this.short && !waiting && rechecked) || this.closing || this.pausedHere)
         for (const w of this.idleWaiters.splice(0)) w();
     }
   }
@@ -345,6 +412,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const unfinished = this.leases.unfinished((j) => this.acks.has(j));
     if (unfinished.length > 0 && !this.queue.connector.isClosed) await this.leases.handBack(unfinished);
     this.leases.stopExtending();
+    this.deadlines.stop();
     await this.leave();
     this.detach?.();
     for (const w of this.idleWaiters.splice(0)) w();
@@ -360,4 +428,14 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       this.emit('error', err); // it is shown as dead once its beats are stale
     }
   }
+}
+
+/** claim's timeouts entry (id, timeout_ms pairs) as a map; a value that is no whole ms >= 1 is ignored. */
+function timeoutsById(flat: string[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const ms = Number(flat[i + 1]);
+    if (Number.isSafeInteger(ms) && ms >= 1) out.set(String(flat[i]), ms);
+  }
+  return out;
 }

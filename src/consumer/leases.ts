@@ -26,8 +26,8 @@ export class Leases<D> implements JobControl<D> {
     private readonly queue: QueueWire,
     private readonly settings: ConsumeSettings,
     private readonly events: EventEmitter<ConsumerEvents>,
-    /** Called whenever a job leaves: the consumer checks whether it is now idle or settled. */
-    private readonly onRelease: () => void,
+    /** Called whenever a job leaves (`job`) or an orphan's slot frees: the consumer checks whether it is now idle or settled. */
+    private readonly onRelease: (job?: Running<D>) => void,
   ) {}
 
   /** Jobs held now. */
@@ -52,7 +52,7 @@ export class Leases<D> implements JobControl<D> {
   release(job: Running<D>): void {
     if (this.held.get(job.id) === job) this.held.delete(job.id);
     if (this.held.size === 0) this.stopExtending();
-    this.onRelease();
+    this.onRelease(job);
   }
 
   /** An orphaned job's old handler returned: its slot is free again. */

@@ -7,6 +7,7 @@ import { atLeast, knownKeys } from '../core/check.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
 import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES } from '../logs.js';
 import type { Durability, Replication } from '../wire/durability.js';
+import { checkRetryPolicies, type RetryPolicy } from './retry-policy.js';
 
 export type Recovery = 'reap' | 'stalled' | 'off';
 
@@ -41,6 +42,15 @@ export interface ConsumeOptions {
    * sent again (a resent acknowledgement is idempotent). Default: connect's `durability`.
    */
   durability?: Durability | false;
+  /**
+   * Execution timeout per attempt in ms, for jobs enqueued without their own `timeoutMs`: the
+   * handler's signal aborts and the attempt fails with reason `timeout`. Default: none.
+   */
+  timeoutMs?: number;
+  /** A retry policy as code, for every job (see RetryPolicy). Default: the declarative backoff. */
+  retry?: RetryPolicy;
+  /** Per job name, a retry policy in place of `retry`. */
+  retryByName?: Record<string, RetryPolicy>;
 }
 
 /** ConsumeOptions checked, with every default filled in. */
@@ -60,6 +70,11 @@ export interface ConsumeSettings {
   readonly maxStackBytes: number;
   readonly maxLogLines: number;
   readonly maxLogLineBytes: number;
+  readonly timeoutMs: number | undefined;
+  readonly retry: RetryPolicy | undefined;
+  readonly retryByName: Record<string, RetryPolicy> | undefined;
+  /** Completions per complete call at most (a batch consumer's batch size); default concurrency / 2. */
+  readonly ackChunk?: number;
 }
 
 /** Every ConsumeOptions field (the Record makes a new option a compile error until listed). */
@@ -78,10 +93,13 @@ const CONSUME_OPTION_FIELDS: Record<keyof ConsumeOptions, true> = {
   maxLogLines: true,
   maxLogLineBytes: true,
   durability: true,
+  timeoutMs: true,
+  retry: true,
+  retryByName: true,
 };
 /** Anything else is refused: a misspelt option is no silent default. */
 const CONSUME_OPTIONS: ReadonlySet<string> = new Set(Object.keys(CONSUME_OPTION_FIELDS));
-const DEFAULT_BACKOFF: BackoffPolicy = { kind: 'exponential', base: 1000, cap: 300_000 };
+export const DEFAULT_BACKOFF: BackoffPolicy = { kind: 'exponential', base: 1000, cap: 300_000 };
 
 /**
  * Checks consume options in a fixed order (the first bad one is the one reported) and fills in
@@ -106,6 +124,7 @@ export function consumeSettings(
       `recovery must be 'reap', 'stalled' or 'off', got ${showValue(opts.recovery)}`,
     );
   }
+  checkRetryPolicies(opts);
   return {
     concurrency,
     leaseMs,
@@ -121,5 +140,8 @@ export function consumeSettings(
     maxStackBytes: atLeast(opts.maxStackBytes ?? 8192, 'maxStackBytes', 1),
     maxLogLines: atLeast(opts.maxLogLines ?? DEFAULT_LOG_LINES, 'maxLogLines', 1),
     maxLogLineBytes: atLeast(opts.maxLogLineBytes ?? DEFAULT_LOG_LINE_BYTES, 'maxLogLineBytes', 32),
+    timeoutMs: opts.timeoutMs === undefined ? undefined : atLeast(opts.timeoutMs, 'timeoutMs', 1),
+    retry: opts.retry,
+    retryByName: opts.retryByName,
   };
 }

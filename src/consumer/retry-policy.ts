@@ -6,7 +6,7 @@
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { EchoMQError, showValue } from '../core/errors.js';
 import type { Job } from '../core/types.js';
-import { UnrecoverableError } from './consumer.js';
+import { badData, UnrecoverableError } from './running.js';
 
 /**
  * A retry policy as code: the delay in ms before the next attempt, `'dead'` to dead-letter the
@@ -88,15 +88,7 @@ export function retryDecision(
   try {
     return { delay: Backoff.delayMs(job.backoff ?? fallback, job.attempts), error };
   } catch (err) {
-    // A stored policy that cannot say when to retry never will.
-    const why = err instanceof Error ? err.message : showValue(err);
-    return {
-      delay: -1,
-      error: new UnrecoverableError(
-        `EMQDATA job ${job.id} has a backoff this consumer cannot use (${why}); it was dead-lettered: fix the field (or remove it) and retry the job`,
-        { cause: err },
-      ),
-    };
+    return { delay: -1, error: badData(job.id, 'backoff', err) }; // a policy that cannot say when never will
   }
 }
 

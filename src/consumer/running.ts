@@ -5,6 +5,7 @@
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { EchoMQError, showValue } from '../core/errors.js';
 import type { Job, JobContext } from '../core/types.js';
+import { RateLimitError, SnoozeError } from './putback.js';
 
 /** Throw (or wrap) this to dead-letter a job at once, whatever attempts it has left. */
 export class UnrecoverableError extends Error {
@@ -12,7 +13,7 @@ export class UnrecoverableError extends Error {
 }
 
 /** Why a job's signal was aborted. */
-export type Abort = 'cancelled' | 'lost' | 'closing';
+export type Abort = 'cancelled' | 'lost' | 'closing' | 'timeout';
 
 /** What a running job's ctx asks of the consumer that holds it. */
 export interface JobControl<D> {
@@ -36,6 +37,9 @@ export class Running<D> implements Job<D>, JobContext {
   readonly startedAt = performance.now();
   /** Log lines not sent yet (ctx.log), oldest first. */
   logLines: string[] | undefined;
+  /** Its execution timeout, when it has one (its own timeoutMs, else the consumer's), and when it runs out. */
+  timeoutMs: number | undefined;
+  deadlineAt: number | undefined;
 
   constructor(
     private readonly control: JobControl<D>,
@@ -65,6 +69,12 @@ export class Running<D> implements Job<D>, JobContext {
 
   reason(): EchoMQError {
     if (this.aborted === 'cancelled') return new EchoMQError('EMQCANCELLED', `job ${this.id} was cancelled`);
+    if (this.aborted === 'timeout') {
+      return new EchoMQError(
+        'EMQTIMEOUT',
+        `job ${this.id} ran past its timeout of ${this.timeoutMs} ms; the attempt failed (reason timeout)`,
+      );
+    }
     if (this.aborted === 'lost') {
       return new EchoMQError(
         'EMQLEASE',
@@ -93,6 +103,14 @@ export class Running<D> implements Job<D>, JobContext {
     return this.control.update(this, data);
   }
 
+  snooze(delayMs: number): never {
+    throw new SnoozeError(delayMs);
+  }
+
+  rateLimit(retryAfterMs: number): never {
+    throw new RateLimitError(retryAfterMs);
+  }
+
   childrenFailures(): Promise<Record<string, string>> {
     return this.control.childrenFailures(this);
   }
@@ -103,7 +121,15 @@ export class Running<D> implements Job<D>, JobContext {
 }
 
 /** claim's reply (and complete's after its statuses): jobs, wake id, rate wait, server now, schedule head. */
-export type ClaimReply = [jobs: unknown[], wakeId: string, waitMs: number, nowMs: number, nextDueMs: number];
+export type ClaimReply = [
+  jobs: unknown[],
+  wakeId: string,
+  waitMs: number,
+  nowMs: number,
+  nextDueMs: number,
+  /** Only when a job taken has its own execution timeout: id, timeout_ms pairs (SPEC 19.5). */
+  timeouts?: string[],
+];
 
 /** A job of a claim's reply, ready to run; `bad`: its stored data cannot run (SPEC 5.1). */
 export interface Claimed<D> {

@@ -2,6 +2,7 @@
 // before the wire when it cannot round-trip or is over the size limit.
 import type { BackoffPolicy } from './backoff.js';
 import { EchoMQError } from './errors.js';
+import { mintedAt } from './ids.js';
 import type { JobState, JobView } from './types.js';
 
 /** Encodes a value as JSON for the wire, refusing what cannot round-trip or is too big. */
@@ -38,6 +39,11 @@ export function parseMaybe(v: string | undefined): unknown {
   }
 }
 
+/** A row's creation instant: its `created`, else the mint instant its minted id holds (SPEC 3). */
+export function createdAt(id: string, created: string | null | undefined): number {
+  return created != null ? Number(created) : (mintedAt(id) ?? 0);
+}
+
 function num(v: string | undefined): number | undefined {
   return v === undefined ? undefined : Number(v);
 }
@@ -52,7 +58,7 @@ export function jobView<D, R>(id: string, row: Record<string, string>): JobView<
     maxAttempts: Number(row.max ?? 1),
     stalled: Number(row.stalled ?? 0),
     cancelRequested: row.cancel === '1',
-    createdAt: Number(row.created ?? 0),
+    createdAt: createdAt(id, row.created),
   };
   if (row.name) view.name = row.name;
   if (row.group) view.group = row.group;

@@ -31,6 +31,22 @@ function encodeTime(ms: number): string {
 }
 
 /**
+ * The mint instant (epoch ms) a minted id holds in its time part, or undefined for an id of
+ * another shape. enqueue leaves `created` off the row of a job whose minted id holds it already
+ * (SPEC section 3), so this is that row's creation instant.
+ */
+export function mintedAt(id: string): number | undefined {
+  if (id.length !== MINTED_JOB_ID_LENGTH || !id.startsWith(PREFIX)) return undefined;
+  let at = 0;
+  for (let i = PREFIX.length; i < id.length; i++) {
+    const digit = ALPHABET.indexOf(id[i]!);
+    if (digit < 0) return undefined;
+    if (i < PREFIX.length + TIME_CHARS) at = at * 32 + digit;
+  }
+  return at;
+}
+
+/**
  * The id of a recurring occurrence, as the scripts mint it: `JOB`, the instant as 10 Crockford
  * base32 characters (the time part of a minted id, so occurrences sort among minted jobs by the
  * instant they stand for), then `:r:<repeat name>` or `:s:<scheduler id>`.

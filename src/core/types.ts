@@ -192,6 +192,18 @@ export interface JobContext {
   /** Replaces this job's stored data (fenced by the lease; `job.data` stays what it was). */
   update(data: unknown): Promise<void>;
   /**
+   * Puts this job back to run again in `delayMs` (server clock) without spending an attempt, and
+   * ends the handler (it throws a SnoozeError): a step job between its steps, with `update` for
+   * the state the next step reads. Refused, like a late completion, if the lease was lost.
+   */
+  snooze(delayMs: number): never;
+  /**
+   * Back-pressure (an HTTP 429): returns this job to the queue without spending an attempt and
+   * holds claiming for `retryAfterMs` across all consumers (the queue's, or the job's lane's only
+   * for a grouped job), on the server clock. Throws a RateLimitError, ending the handler.
+   */
+  rateLimit(retryAfterMs: number): never;
+  /**
    * Appends a line to the job's log (queue.logs(id)). Buffered: the lines travel with the job's
    * acknowledgement or its next lease checkpoint, never one round trip per line.
    */
@@ -206,6 +218,10 @@ export interface ConsumerEvents {
   failed: [job: Job, error: Error, outcome: 'retry' | 'dead' | 'cancelled'];
   /** The lease was taken over (expired and recovered elsewhere): the result was not stored. */
   lost: [job: Job];
+  /** The handler snoozed its job (SnoozeError, ctx.snooze): it runs again at `runAtMs` (server ms). */
+  snoozed: [job: Job, runAtMs: number];
+  /** The handler met back-pressure (RateLimitError): claiming is held until `untilMs` (server ms). */
+  rateLimited: [job: Job, untilMs: number];
   error: [error: unknown];
   degraded: [error: unknown, retryInMs: number];
   recovered: [];

@@ -175,7 +175,7 @@ export function registerMetrics(registry: Registry, opts: MetricsOptions): EchoM
   });
   const failed = new Counter({
     name: `${prefix}jobs_failed_total`,
-    help: 'Failed attempts by reason (error, unrecoverable, cancelled, stalled), from the events stream',
+    help: 'Failed attempts by reason (error, timeout, unrecoverable, cancelled, stalled), from the events stream',
     labelNames: ['queue', 'reason'] as const,
     registers: [registry],
   });

@@ -57,12 +57,74 @@ export interface QueueFixture<D = unknown, R = unknown> {
   q: Queue<D, R>;
   /** The queue's key prefix, `emq:{<name>}:`. */
   P: string;
+  /** One of the queue's keys, `emq:{<name>}:<suffix>` (another queue's with `queue`). */
+  key(suffix: string, queue?: string): string;
+}
+
+/** A queue's key as keyspace.ts writes it, `emq:{<queue>}:<suffix>`, for reading raw keys. */
+export function queueKey(queue: string, suffix: string): string {
+  return `emq:{${queue}}:${suffix}`;
+}
+
+/** A test's own queue on the file's server: a fresh EchoMQ, raw client and queue name. */
+async function openQueue<D, R>(
+  env: { readonly server: RedisServer },
+  prefix: string,
+): Promise<QueueFixture<D, R>> {
+  const mq = await EchoMQ.connect({ url: env.server.url });
+  const raw = env.server.client();
+  const name = uniqueQueue(prefix);
+  const q = mq.queue<D, R>(name);
+  return { mq, raw, name, q, P: q.keys.prefix, key: (suffix, queue = name) => queueKey(queue, suffix) };
+}
+
+/** What each test of a `queueTest` gets, made for it alone and closed after it. */
+export interface QueueTestContext<D = unknown, R = unknown> extends QueueFixture<D, R> {
+  /**
+   * Runs `fn` after the test and before its connections close, latest first: the consumers,
+   * readers and extra connections a test opens.
+   */
+  defer(fn: () => unknown): void;
+}
+
+/**
+ * `it` whose tests receive their own queue (vitest test.extend): `async ({ q, raw, key }) =>`
+ * (and `queueName: name` for the name).
+ * Each test gets its own EchoMQ, raw client and queue name, closed after it, so no file keeps
+ * them in module-level `let`s. `.extend` it further for a file's own fixtures.
+ */
+export function queueTest<D = unknown, R = unknown>(env: { readonly server: RedisServer }, prefix: string) {
+  // The queue's name is the fixture `queueName` (a test context cannot have its own `name`).
+  return it.extend<
+    Omit<QueueTestContext<D, R>, 'name'> & { queueName: string; opened: QueueTestContext<D, R> }
+  >({
+    // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+    opened: async ({}, use) => {
+      const f = await openQueue<D, R>(env, prefix);
+      const deferred: (() => unknown)[] = [];
+      try {
+        await use({ ...f, defer: (fn) => void deferred.push(fn) });
+      } finally {
+        for (const fn of deferred.reverse()) await fn();
+        await f.mq.close();
+        await f.raw.quit();
+      }
+    },
+    mq: async ({ opened }, use) => use(opened.mq),
+    raw: async ({ opened }, use) => use(opened.raw),
+    queueName: async ({ opened }, use) => use(opened.name),
+    q: async ({ opened }, use) => use(opened.q),
+    P: async ({ opened }, use) => use(opened.P),
+    key: async ({ opened }, use) => use(opened.key),
+    defer: async ({ opened }, use) => use(opened.defer),
+  });
 }
 
 /**
  * Before each test: an EchoMQ on the file's server, a raw client and a queue named `<prefix>…`
  * that no other test uses, handed to `use` (which assigns them to the file's variables). After
  * each test: `cleanup` (the file's own consumers, readers, connections), then both closed.
+ * New files use queueTest instead (no module-level bindings).
  */
 export function useQueue<D = unknown, R = unknown>(
   env: { readonly server: RedisServer },
@@ -72,11 +134,7 @@ export function useQueue<D = unknown, R = unknown>(
 ): void {
   let current: QueueFixture<D, R> | undefined;
   beforeEach(async () => {
-    const mq = await EchoMQ.connect({ url: env.server.url });
-    const raw = env.server.client();
-    const name = uniqueQueue(prefix);
-    const q = mq.queue<D, R>(name);
-    current = { mq, raw, name, q, P: q.keys.prefix };
+    current = await openQueue<D, R>(env, prefix);
     use(current);
   });
   afterEach(async () => {
