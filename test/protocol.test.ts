@@ -27,6 +27,7 @@ const KNOWN_KEYS = new Set([
   'repeat',
   'schedulers',
   'consumers',
+  'notices',
 ]);
 
 /** The BullMQ vocabulary the seeds fix for the events stream, and `updated` (SPEC.md section 16). */

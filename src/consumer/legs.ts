@@ -81,7 +81,7 @@ export class Legs {
         expectedMs,
       });
     }
-    await this.queue.run('heartbeat', [
+    const [, notices] = (await this.queue.run('heartbeat', [
       this.queue.keys.prefix,
       this.id,
       JSON.stringify({
@@ -91,7 +91,9 @@ export class Legs {
         running: this.running(),
         beatMs,
       }),
-    ]);
+    ])) as [number, number];
+    // Flow children of this queue whose parents are in other queues ended: hand them over.
+    if (notices > 0) await this.queue.deliverNotices();
     this.lastRecoverAt = now;
   }
 
