@@ -170,12 +170,14 @@ export async function addFlow<D>(
     return { id: a.id, children: children.map((c, i) => visit(c, entry, `${at}.children[${i}]`)) };
   };
   const tree = visit(root as FlowJob, undefined, 'root');
+  // One call may write queues other than its own: each says hello first (version, registry).
+  await Promise.all([...new Set(entries.map((e) => e.queue))].map((q) => q.greet()));
   const head = entries[0]!.queue;
   const slots = new Map<string, number>();
   if (head.connector.client.isCluster)
     for (const e of entries) slots.set(e.queue.name, keySlot(e.queue.keys.prefix));
   if (new Set(slots.values()).size <= 1) {
-    const reply = await head.run('flow_add', flowArgv(head, entries, new Set(entries)));
+    const reply = await head.run('flow_add', flowArgv(head, entries[0]!, new Set(entries)));
     return { ...tree, status: reply === 1 ? 'added' : 'duplicate' };
   }
   if (opts.atomic) {
@@ -199,7 +201,7 @@ export async function addFlow<D>(
     grow(start);
     let reply: unknown;
     try {
-      reply = await start.queue.run('flow_add', flowArgv(start.queue, [...part], part));
+      reply = await start.queue.run('flow_add', flowArgv(start.queue, start, part));
     } catch (err) {
       if (start === entries[0]) throw err;
       throw new EchoMQError(
@@ -214,12 +216,13 @@ export async function addFlow<D>(
 }
 
 /**
- * flow_add's ARGV for `jobs` (each after its parent) in `call`'s queue: #15 tuples, a child of a
- * job of the call that is not in `part` goes as a ref (named and counted, admitted elsewhere).
+ * flow_add's ARGV for the part of the tree from `start` in `call`'s queue (`part`: the jobs it
+ * admits), as #15 tuples in tree order: a child of the part that is not in it goes as a ref in
+ * its place (named and counted, admitted by its own part), so `deps` keeps the children's order.
  */
-function flowArgv(call: QueueWire, jobs: FlowEntry[], part: Set<FlowEntry>): string[] {
+function flowArgv(call: QueueWire, start: FlowEntry, part: Set<FlowEntry>): string[] {
   const argv = [call.keys.prefix, '#15'];
-  const push = (e: FlowEntry, ref: boolean) => {
+  const push = (e: FlowEntry) => {
     const prefix = e.queue === call ? '' : e.queue.keys.prefix;
     // The first job's parent outside the call is named '<its prefix><its id>'.
     const parent = !e.parent
@@ -227,30 +230,40 @@ function flowArgv(call: QueueWire, jobs: FlowEntry[], part: Set<FlowEntry>): str
       : part.has(e.parent)
         ? e.parent.id
         : e.parent.queue.keys.prefix + e.parent.id;
-    const [payload, priority, group, name, max, backoff, cont, rc, rd, tags, lifo] = e.fields;
-    if (ref) argv.push(prefix, e.id, '', '0', '', '', '', '', parent, '', '', '', '', '', '1');
-    else
-      argv.push(
-        prefix,
-        e.id,
-        payload!,
-        priority!,
-        group!,
-        name!,
-        max!,
-        backoff!,
-        parent,
-        cont!,
-        rc!,
-        rd!,
-        tags!,
-        lifo!,
-        '',
-      );
+    if (!part.has(e))
+      return void argv.push(prefix, e.id, '', '0', '', '', '', '', parent, '', '', '', '', '', '1');
+    const [payload, priority, group, name, max, backoff, cont, rc, rd, tags, lifo] = e.fields as [
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+    ];
+    argv.push(
+      prefix,
+      e.id,
+      payload,
+      priority,
+      group,
+      name,
+      max,
+      backoff,
+      parent,
+      cont,
+      rc,
+      rd,
+      tags,
+      lifo,
+      '',
+    );
+    for (const c of e.children) push(c);
   };
-  for (const e of jobs) {
-    push(e, false);
-    for (const c of e.children) if (!part.has(c)) push(c, true);
-  }
+  push(start);
   return argv;
 }

@@ -66,6 +66,9 @@ describe('a flow over two queues on one server', () => {
     expect((await q.get(here!.id))!.state).toBe('pending');
     expect((await qb.get(there!.id))!.state).toBe('pending');
     expect(await q.get(there!.id)).toBeNull();
+    // The other queue was written by the root queue's call: it was greeted (version, registry).
+    expect(await raw.hget(`${qb.keys.prefix}meta`, 'version')).toBe('1');
+    expect(await raw.sismember('emq:queues', other)).toBe(1);
     expect(await raw.hget(`${qb.keys.prefix}job:${there!.id}`, 'parent')).toBe(`${P}${flow.id}`);
     expect(await raw.zrange(`${P}job:${flow.id}:deps`, 0, -1)).toEqual([
       here!.id,
