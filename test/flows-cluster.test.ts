@@ -78,7 +78,6 @@ describe('flows across queues on a Redis Cluster', () => {
           },
         ],
       });
-      // The same tree again (same ids) is a duplicate and writes nothing new.
       for (const n of [a, b, c]) {
         consumers.push(mq.queue<Step>(n).consume(worker, { beatMs: 100, concurrency: 2 }));
       }
