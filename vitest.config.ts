@@ -16,6 +16,7 @@ const BOTH_ENGINES = [
   'test/scheduler.test.ts',
   'test/events.test.ts',
   'test/flows.test.ts',
+  'test/flows-across-queues.test.ts',
   'test/retry.test.ts',
   'test/bad-data.test.ts',
 ];

@@ -22,6 +22,41 @@ static RedisModuleString *dedupe_key(Sweep *s, Str key) { return key3(s, cstr("d
 
 static int is(RedisModuleString *v, const char *text) { return v && str_eq(str_of(v), text); }
 
+/* lib/flow.lua's parent in another queue: '<its prefix><its id>', not a JOB id, holding '}:'. */
+static int remote_parent(Str parent) {
+  if (parent.n >= 3 && memcmp(parent.p, "JOB", 3) == 0) return 0;
+  for (size_t i = 0; i + 1 < parent.n; i++)
+    if (parent.p[i] == '}' && parent.p[i + 1] == ':') return 1;
+  return 0;
+}
+
+/* P job:<parent>:processed, the children a parent has counted (each once). */
+static RedisModuleString *processed_key(Sweep *s, Str parent) {
+  return key3(s, cstr("job:"), parent, cstr(":processed"));
+}
+
+/* lib/flow.lua's hand-off: the child's end recorded in this queue (P notice:<child>, P notices)
+ * for a runtime to deliver to the parent's queue. A sweep's outcome has no result. */
+static int record_notice(Sweep *s, RedisModuleString *parent, RedisModuleString *child, const char *outcome) {
+  RedisModuleCallReply *r = RedisModule_Call(s->ctx, "HGET", "sc", job_key(s, str_of(child)), "error");
+  RedisModuleString *err = NULL;
+  if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_STRING) {
+    size_t n;
+    const char *p = RedisModule_CallReplyStringPtr(r, &n);
+    err = RedisModule_CreateString(s->ctx, p, n);
+  }
+  if (r) RedisModule_FreeCallReply(r);
+  RedisModuleCallReply *w = WRITE(s, "HSET", "scscccccs", key3(s, cstr("notice:"), str_of(child), cstr("")),
+                                  "parent", parent, "outcome", outcome, "result", "", "error",
+                                  err ? err : RedisModule_CreateString(s->ctx, "", 0));
+  if (!w) return 0;
+  RedisModule_FreeCallReply(w);
+  w = WRITE(s, "ZADD", "sls", queue_key(s, "notices"), s->now, child);
+  if (!w) return 0;
+  RedisModule_FreeCallReply(w);
+  return 1;
+}
+
 /* P job:<parent>:failures, where a parent with `continue` = ignore records its failed children. */
 static RedisModuleString *failures_key(Sweep *s, Str parent) { return key3(s, cstr("job:"), parent, cstr(":failures")); }
 
@@ -48,11 +83,13 @@ static int record_failure(Sweep *s, Str parent, RedisModuleString *child, const 
 int ended_keys_ok(Sweep *s, const QueueKeys *K, RedisModuleString *dedupe, RedisModuleString *parent) {
   if (dedupe && !expect_type(s, dedupe_key(s, str_of(dedupe)), REDISMODULE_KEYTYPE_STRING)) return 0;
   for (int step = 0; parent && step < MAX_CHAIN; step++) {
+    if (remote_parent(str_of(parent))) return expect_type(s, queue_key(s, "notices"), REDISMODULE_KEYTYPE_ZSET);
     RedisModuleString *pk = job_key(s, str_of(parent));
     if (!expect_type(s, pk, REDISMODULE_KEYTYPE_HASH)) return 0;
     RedisModuleString *row[NROW];
     hash_fields(s, pk, PARENT_ROW, row);
     if (!is(row[STATE], "waiting_children")) return 1;
+    if (!expect_type(s, processed_key(s, str_of(parent)), REDISMODULE_KEYTYPE_SET)) return 0;
     if (!expect_type(s, queue_key(s, "waiting_children"), REDISMODULE_KEYTYPE_ZSET)) return 0;
     if (!expect_type(s, K->events, REDISMODULE_KEYTYPE_STREAM)) return 0;
     int ignore = is(row[CONTINUE], "ignore");
@@ -105,11 +142,19 @@ int child_ended(Sweep *s, const QueueKeys *K, RedisModuleString *parent, Str id,
   RedisModuleString *child = RedisModule_CreateString(s->ctx, id.p, id.n);
   while (parent && !s->failure) {
     Str pid = str_of(parent);
+    if (remote_parent(pid)) {
+      record_notice(s, parent, child, outcome);
+      return 0;
+    }
     RedisModuleString *pk = job_key(s, pid);
     RedisModuleString *row[NROW];
     hash_fields(s, pk, PARENT_ROW, row);
     if (!is(row[STATE], "waiting_children")) return 0;
-    RedisModuleCallReply *r;
+    RedisModuleCallReply *r = WRITE(s, "SADD", "ss", processed_key(s, pid), child);
+    if (!r) return 0;
+    long long fresh = reply_int(r);
+    RedisModule_FreeCallReply(r);
+    if (!fresh) return 0;
     const char *field = bad_parent_field(row);
     int ignore = is(row[CONTINUE], "ignore");
     if (ignore && !field && !record_failure(s, pid, child, outcome)) return 0;

@@ -3,7 +3,7 @@
 import { knownKeys } from './core/check.js';
 import { optionsObject } from './core/errors.js';
 import type { QueueOptions } from './core/types.js';
-import { addFlow, type FlowJob, type FlowResult } from './flows.js';
+import { addFlow, type FlowJob, type FlowOptions, type FlowResult } from './flows.js';
 import { Queue } from './queue.js';
 import type { ConnectOptions, Connector } from './wire/connector.js';
 import { type EngineClock, REDIS_CLOCK } from './wire/memory/index.js';
@@ -69,12 +69,14 @@ export class EchoMQ {
 
   /**
    * Adds a flow: a parent job (state waiting_children) that runs once all its children have
-   * completed, atomically with them; children may have children. Every job is in the root's
-   * queue. Resolves with the ids, shaped like the flow. See src/flows.ts.
+   * completed; children may have children, in any queue. Admitted in one atomic call when one
+   * script can reach every queue of the flow (a single Redis, or one Cluster hash slot), else
+   * per queue unless `{ atomic: true }`. Resolves with the ids, shaped like the flow. See
+   * src/flows.ts.
    */
-  flow<D = unknown>(root: FlowJob<D>): Promise<FlowResult> {
+  flow<D = unknown>(root: FlowJob<D>, opts?: FlowOptions): Promise<FlowResult> {
     this.connector.assertOpen();
-    return addFlow((name) => this.queue(name).wire, root);
+    return addFlow((name) => this.queue(name).wire, root, opts);
   }
 
   /**

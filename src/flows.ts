@@ -1,18 +1,20 @@
-// Flows: a parent job that runs only once all its children have completed. The whole tree is
-// admitted by one `flow_add` call (atomically: all of it or none); each child's row names its
-// parent, and the scripts that end a child count its parent down (protocol/lib/flow.lua), so
-// no process has to watch the flow. The parent's handler reads the children's results with
-// ctx.childrenResults().
+// Flows: a parent job that runs only once all its children have completed. Each child's row
+// names its parent, and the scripts that end a child count its parent down (protocol/lib/
+// flow.lua), so no process has to watch the flow. The parent's handler reads the children's
+// results with ctx.childrenResults().
 //
-// Every job of a flow lives in one queue: a script can only touch keys of one hash slot on a
-// Redis Cluster, and every queue is its own hash tag (`emq:{<queue>}:`).
+// A flow may span queues. One flow_add call admits every job it names atomically, and one call
+// can reach several queues when they share a Redis Cluster hash slot or the server is not a
+// Cluster (each queue is its own hash tag, `emq:{<queue>}:`). Otherwise the flow is admitted per
+// queue, the parent's part first, and a child in another queue than its parent reaches it
+// through a hand-off (src/flow-handoff.ts, SPEC 14.1). `{ atomic: true }` refuses that split.
 
 import { knownKeys } from './core/check.js';
 import { EchoMQError, showValue } from './core/errors.js';
 import type { EnqueueOptions } from './core/types.js';
 import { encodeJob } from './wire/admission.js';
 import type { QueueWire } from './wire/queue-wire.js';
-import * as verbs from './wire/verbs/index.js';
+import { keySlot } from './wire/slot.js';
 
 /** Options of one job in a flow: enqueue's, without dedupe, plus what a parent may set. */
 export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {
@@ -31,7 +33,7 @@ export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {
 }
 
 export interface FlowJob<D = unknown> {
-  /** The queue's name; every job of a flow must be in the same queue as the root. */
+  /** The queue's name: any queue (a child may be in another queue than its parent). */
   queue: string;
   data: D;
   name?: string;
@@ -51,6 +53,26 @@ export interface FlowResult extends FlowNode {
   status: 'added' | 'duplicate';
 }
 
+export interface FlowOptions {
+  /**
+   * true: admit the whole flow in one atomic call or not at all: a flow whose queues one script
+   * cannot reach (different hash slots on a Redis Cluster) is refused with EMQINPUT, nothing
+   * written. false (default): such a flow is admitted per queue, the parent's part first.
+   */
+  atomic?: boolean;
+}
+
+/** One job of the flow, encoded: its queue, fields, and its place in the tree. */
+interface FlowEntry {
+  queue: QueueWire;
+  fields: string[]; // payload .. lifo, as flow_add's 15-tuple has them after the id
+  id: string;
+  parent: FlowEntry | undefined;
+  children: FlowEntry[];
+}
+
+const FLOW_OPTIONS = new Set(['atomic']);
+
 const FLOW_KEYS = new Set(['queue', 'data', 'name', 'opts', 'children']);
 
 /** What a value that is not a flow job is, for a message: null, an array, or its type and text. */
@@ -61,21 +83,28 @@ function shape(value: unknown): string {
 }
 
 /**
- * Admits a flow: the tree's jobs in one script call, each parent before its children. `wireOf`
- * resolves the root's queue by name (EchoMQ.queue's one object per name).
+ * Admits a flow: in one script call when one can reach every queue of it, else per queue.
+ * `wireOf` resolves a queue by name (EchoMQ.queue's one object per name).
  */
 export async function addFlow<D>(
   wireOf: (queue: string) => QueueWire,
   root: FlowJob<D>,
+  options?: FlowOptions,
 ): Promise<FlowResult> {
   if (typeof root !== 'object' || root === null || typeof root.queue !== 'string') {
     throw new EchoMQError('EMQINPUT', 'a flow is { queue, data, name?, opts?, children? }');
   }
-  const queue = wireOf(root.queue);
-  const jobs: verbs.FlowAdmission[] = [];
+  const opts = options ?? {};
+  if (typeof opts !== 'object')
+    throw new EchoMQError('EMQINPUT', 'flow options must be an object { atomic? }');
+  knownKeys(opts, FLOW_OPTIONS, 'flow option');
+  if (opts.atomic !== undefined && typeof opts.atomic !== 'boolean') {
+    throw new EchoMQError('EMQINPUT', `atomic must be true or false, got ${showValue(opts.atomic)}`);
+  }
   const seen = new Set<string>();
+  const entries: FlowEntry[] = [];
   // `at` names the job's place in the tree (root.children[0].children[2]) for the messages.
-  const visit = (job: FlowJob, parent: string, at: string): FlowNode => {
+  const visit = (job: FlowJob, parent: FlowEntry | undefined, at: string): FlowNode => {
     if (typeof job !== 'object' || job === null || Array.isArray(job)) {
       throw new EchoMQError(
         'EMQINPUT',
@@ -83,38 +112,54 @@ export async function addFlow<D>(
       );
     }
     knownKeys(job, FLOW_KEYS, `flow job field (at ${at})`);
-    if (job.queue !== root.queue) {
-      throw new EchoMQError(
-        'EMQINPUT',
-        `a flow's jobs must all be in the root's queue "${root.queue}", got "${String(job.queue)}": ` +
-          'one script admits and releases them, and each queue is its own Redis Cluster hash slot',
-      );
+    if (typeof job.queue !== 'string') {
+      throw new EchoMQError('EMQINPUT', `the flow job at ${at} needs a queue name, got ${shape(job.queue)}`);
     }
-    const { continueOnChildFailure, onChildFailure, ...opts } = job.opts ?? {};
+    const queue = wireOf(job.queue);
+    const { continueOnChildFailure, onChildFailure, ...jobOpts } = job.opts ?? {};
     if (onChildFailure !== undefined && !['fail', 'remove', 'ignore'].includes(onChildFailure)) {
       throw new EchoMQError(
         'EMQINPUT',
         `onChildFailure must be 'fail', 'remove' or 'ignore', got ${String(onChildFailure)}`,
       );
     }
-    if ('dedupe' in opts) throw new EchoMQError('EMQINPUT', 'dedupe is not supported on the jobs of a flow');
-    const name = job.name ?? opts.name;
-    const a = encodeJob(job.data, name === undefined ? opts : { ...opts, name }, queue.limits);
-    if (a.retainCompleted || a.retainDead || a.tags || a.lifo || a.timeout) {
-      throw new EchoMQError(
-        'EMQINPUT',
-        'removeOnComplete, removeOnFail, tags, lifo and timeoutMs are not supported on flow jobs yet',
-      );
+    if ('dedupe' in jobOpts)
+      throw new EchoMQError('EMQINPUT', 'dedupe is not supported on the jobs of a flow');
+    const name = job.name ?? jobOpts.name;
+    const a = encodeJob(job.data, name === undefined ? jobOpts : { ...jobOpts, name }, queue.limits);
+    if (a.timeout) {
+      throw new EchoMQError('EMQINPUT', 'timeoutMs is not supported on flow jobs yet');
     }
     if (seen.has(a.id)) throw new EchoMQError('EMQINPUT', `job id ${a.id} appears twice in the flow`);
     seen.add(a.id);
-    const policy =
+    const cont =
       onChildFailure === 'ignore'
         ? 'ignore'
         : onChildFailure === 'remove' || (onChildFailure === undefined && continueOnChildFailure === true)
           ? '1'
           : '';
-    jobs.push({ job: a, parent, onChildFailure: policy });
+    const entry: FlowEntry = {
+      queue,
+      id: a.id,
+      // payload priority group name max backoff parent(filled per call) continue retain_* tags lifo
+      fields: [
+        a.payload,
+        a.priority,
+        a.group,
+        a.name,
+        a.max,
+        a.backoff,
+        cont,
+        a.retainCompleted,
+        a.retainDead,
+        a.tags,
+        a.lifo,
+      ],
+      parent,
+      children: [],
+    };
+    entries.push(entry);
+    parent?.children.push(entry);
     const children = job.children ?? [];
     if (!Array.isArray(children)) {
       throw new EchoMQError(
@@ -122,8 +167,103 @@ export async function addFlow<D>(
         `${at}.children must be an array of flow jobs, got ${shape(children)}`,
       );
     }
-    return { id: a.id, children: children.map((c, i) => visit(c, a.id, `${at}.children[${i}]`)) };
+    return { id: a.id, children: children.map((c, i) => visit(c, entry, `${at}.children[${i}]`)) };
   };
-  const tree = visit(root as FlowJob, '', 'root');
-  return { ...tree, status: await verbs.flowAdd(queue, jobs) };
+  const tree = visit(root as FlowJob, undefined, 'root');
+  // One call may write queues other than its own: each says hello first (version, registry).
+  await Promise.all([...new Set(entries.map((e) => e.queue))].map((q) => q.greet()));
+  const head = entries[0]!.queue;
+  const slots = new Map<string, number>();
+  if (head.connector.client.isCluster)
+    for (const e of entries) slots.set(e.queue.name, keySlot(e.queue.keys.prefix));
+  if (new Set(slots.values()).size <= 1) {
+    const reply = await head.run('flow_add', flowArgv(head, entries[0]!, new Set(entries)));
+    return { ...tree, status: reply === 1 ? 'added' : 'duplicate' };
+  }
+  if (opts.atomic) {
+    throw new EchoMQError(
+      'EMQINPUT',
+      `the flow's queues are in different Redis Cluster hash slots (${[...slots].map(([q, s]) => `${q}: ${s}`).join(', ')}), ` +
+        'so no one call can admit it atomically; nothing was written. Leave atomic out to admit it per queue ' +
+        "(the parent's part first; its children reach it through the hand-off), or keep the flow in one queue",
+    );
+  }
+  // Per queue: each part is the jobs of one queue reached from its first job without leaving
+  // that queue; a part's children in other queues are only named (refs) and admitted by parts
+  // of their own, which come after it, so every parent exists before its children can end.
+  let status: FlowResult['status'] = 'added';
+  for (const start of entries.filter((e) => !e.parent || e.parent.queue !== e.queue)) {
+    const part = new Set<FlowEntry>();
+    const grow = (e: FlowEntry) => {
+      part.add(e);
+      for (const c of e.children) if (c.queue === e.queue) grow(c);
+    };
+    grow(start);
+    let reply: unknown;
+    try {
+      reply = await start.queue.run('flow_add', flowArgv(start.queue, start, part));
+    } catch (err) {
+      if (start === entries[0]) throw err;
+      throw new EchoMQError(
+        err instanceof EchoMQError ? err.code : 'EMQINPUT',
+        `the flow was admitted only in part (its part in queue ${start.queue.name} failed: ` +
+          `${err instanceof Error ? err.message : String(err)}); call mq.flow again with the same job ids to admit the rest`,
+      );
+    }
+    if (start === entries[0] && reply !== 1) status = 'duplicate';
+  }
+  return { ...tree, status };
+}
+
+/**
+ * flow_add's ARGV for the part of the tree from `start` in `call`'s queue (`part`: the jobs it
+ * admits), as #15 tuples in tree order: a child of the part that is not in it goes as a ref in
+ * its place (named and counted, admitted by its own part), so `deps` keeps the children's order.
+ */
+function flowArgv(call: QueueWire, start: FlowEntry, part: Set<FlowEntry>): string[] {
+  const argv = [call.keys.prefix, '#15'];
+  const push = (e: FlowEntry) => {
+    const prefix = e.queue === call ? '' : e.queue.keys.prefix;
+    // The first job's parent outside the call is named '<its prefix><its id>'.
+    const parent = !e.parent
+      ? ''
+      : part.has(e.parent)
+        ? e.parent.id
+        : e.parent.queue.keys.prefix + e.parent.id;
+    if (!part.has(e))
+      return void argv.push(prefix, e.id, '', '0', '', '', '', '', parent, '', '', '', '', '', '1');
+    const [payload, priority, group, name, max, backoff, cont, rc, rd, tags, lifo] = e.fields as [
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+    ];
+    argv.push(
+      prefix,
+      e.id,
+      payload,
+      priority,
+      group,
+      name,
+      max,
+      backoff,
+      parent,
+      cont,
+      rc,
+      rd,
+      tags,
+      lifo,
+      '',
+    );
+    for (const c of e.children) push(c);
+  };
+  push(start);
+  return argv;
 }

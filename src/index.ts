@@ -35,7 +35,8 @@ export {
 } from './core/types.js';
 export { EchoMQ, type EchoMQOptions } from './echomq.js';
 export { type EventsOptions, eventsOf, QueueEvents } from './events/reader.js';
-export type { FlowJob, FlowJobOptions, FlowNode, FlowResult } from './flows.js';
+export type { Dependency, DependencyPage, FlowTree } from './flow-read.js';
+export type { FlowJob, FlowJobOptions, FlowNode, FlowOptions, FlowResult } from './flows.js';
 export {
   type ConsumerInfo,
   Inspector,

@@ -3,6 +3,7 @@
 // view can be built and tested from plain values.
 
 import type { JobState, JobView, LaneInfo, QueueEvent } from './core/types.js';
+import type { DependencyPage } from './flow-read.js';
 import type { RepeatView } from './recurring/repeat.js';
 import type { SchedulerView } from './recurring/schedulers.js';
 
@@ -124,10 +125,15 @@ export type JobDetail = ListedJob & {
   logs: string[];
   /** How many lines the job's log holds. */
   logCount: number;
+  /** A flow job's place: its parent (when a child), the first page of its children (a parent). */
+  flow?: { parent?: { queue: string; id: string }; children: DependencyPage };
 };
 
 /** The log lines a job's detail carries (the consumer keeps 100 by default). */
 export const LOG_LINES_SHOWN = 100;
+
+/** The children of a flow parent a job's detail lists (the rest: queue.dependencies). */
+export const FLOW_CHILDREN_SHOWN = 50;
 
 export interface RepeatSummary {
   name: string;

@@ -11,10 +11,13 @@ import { isJobId } from './core/ids.js';
 import { JOB_STATES, type JobState, type JobView, type QueueEvent } from './core/types.js';
 import type { EchoMQ } from './echomq.js';
 import { eventsOf } from './events/reader.js';
+import { remoteParent } from './flow-handoff.js';
+import { readDependencies } from './flow-read.js';
 import {
   type ConsumerInfo,
   consumerInfo,
   type FindFilter,
+  FLOW_CHILDREN_SHOWN,
   hourRates,
   type JobDetail,
   type JobsPage,
@@ -427,7 +430,15 @@ export class Inspector {
     ]);
     const listed: ListedJob = view;
     if (view.state === 'active') await this.withLeases(q, [listed]);
-    return { ...listed, history, historyTruncated: truncated, logs, logCount };
+    const detail: JobDetail = { ...listed, history, historyTruncated: truncated, logs, logCount };
+    if (row.parent !== undefined || row.children !== undefined) {
+      detail.flow = {
+        children: await readDependencies(this.client, queue, id, { count: FLOW_CHILDREN_SHOWN }),
+      };
+      if (row.parent !== undefined)
+        detail.flow.parent = remoteParent(row.parent) ?? { queue, id: row.parent };
+    }
+    return detail;
   }
 
   /** The queue's fixed cadences (Repeat) and job schedulers, soonest next run first. */

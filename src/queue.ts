@@ -23,6 +23,8 @@ import type {
   ScheduleStatus,
 } from './core/types.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
+import { deliverNotices } from './flow-handoff.js';
+import { type DependencyPage, type FlowTree, readDependencies, readFlow } from './flow-read.js';
 import { Lanes } from './lanes.js';
 import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
@@ -50,6 +52,8 @@ export class Queue<D = unknown, R = unknown> {
   readonly schedulers: JobSchedulers;
   private readonly started = new Set<Consumer<D, R>>();
   private readonly admissions: Admissions;
+
+  private readonly siblings = new Map<string, QueueWire>();
 
   constructor(connector: Connector, name: string, opts: QueueOptions = {}) {
     this.wire = new QueueWire(connector, name, queueLimits(opts));
@@ -145,6 +149,45 @@ export class Queue<D = unknown, R = unknown> {
     this.connector.assertOpen();
     assertJobId(id);
     return reads.row<D, R>(this.wire, id);
+  }
+
+  /** The flow under job `id`: every job of it with its queue and state (null: no such job). */
+  async flow(id: string): Promise<FlowTree | null> {
+    this.connector.assertOpen();
+    assertJobId(id);
+    return readFlow(this.connector.client, this.name, id);
+  }
+
+  /**
+   * One page of a flow parent's children, in admission order: those it still waits for and those
+   * it has counted (with a completed child's result, an ignored failure's reason). Pass the
+   * reply's `cursor` for the next page; 0 means this was the last.
+   */
+  async dependencies(id: string, opts?: { cursor?: number; count?: number }): Promise<DependencyPage> {
+    this.connector.assertOpen();
+    assertJobId(id);
+    return readDependencies(this.connector.client, this.name, id, opts);
+  }
+
+  /**
+   * Delivers the flow hand-offs waiting in this queue (children of it whose parents are in other
+   * queues ended) to the parents' queues; consumers do this on their beat. Resolves with how
+   * many were delivered. Safe to run concurrently: each child is counted once.
+   */
+  async deliverNotices(): Promise<number> {
+    this.connector.assertOpen();
+    return deliverNotices(this.wire, (name) => this.sibling(name));
+  }
+
+  /** Another queue of this connection by name, for the calls a hand-off makes on it. */
+  private sibling(name: string): QueueWire {
+    if (name === this.name) return this.wire;
+    let w = this.siblings.get(name);
+    if (!w) {
+      w = new QueueWire(this.connector, name, this.wire.limits);
+      this.siblings.set(name, w);
+    }
+    return w;
   }
 
   /** How many jobs are in each state (pending counts flat pending and every lane). */

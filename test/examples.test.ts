@@ -61,6 +61,14 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
     ['tagged billing: invoice', 'ran: ping, invoice, breaking, old news', 'completed kept: 3'],
   ],
   ['examples/flows.ts', ['parent is waiting_children, with 2 children', 'report: Lima: sunny, Oslo: sunny']],
+  [
+    'examples/flows-across-queues.ts',
+    [
+      'orders: pending, mail: pending',
+      'ship order 7: done',
+      'processed: charge card: done, send receipt: done',
+    ],
+  ],
   // Shown in the README's "Workers" section, which follows "Flow control".
   ['examples/sandbox.ts', ['checksum: 3b2d9ab4b38f', 'log: hashed 100000 times']],
   [

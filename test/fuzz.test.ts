@@ -817,26 +817,55 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
         )
         .map(([p, rest]) => [p, '#13', ...rest.flat()]),
     ),
-    flow_add: fc
-      .tuple(
-        prefix,
-        times(
-          fc.tuple(
-            ids(),
-            field('{}'),
-            num('0'),
-            field('', 'g'),
-            field(''),
-            num(''),
-            field(''),
-            field('', 'JOBnew1'),
-            field('', '1'),
+    flow_add: fc.oneof(
+      fc
+        .tuple(
+          prefix,
+          times(
+            fc.tuple(
+              ids(),
+              field('{}'),
+              num('0'),
+              field('', 'g'),
+              field(''),
+              num(''),
+              field(''),
+              field('', 'JOBnew1'),
+              field('', '1'),
+            ),
+            1,
+            3,
           ),
-          1,
-          3,
-        ),
-      )
-      .map(([p, rest]) => [p, ...rest]),
+        )
+        .map(([p, rest]) => [p, ...rest]),
+      // The #15 form: a job's own queue, retention, tags, lifo and ref flags.
+      fc
+        .tuple(
+          prefix,
+          times(
+            fc.tuple(
+              field('', 'emq:{other}:', 'emq:x:'),
+              ids(),
+              field('{}'),
+              num('0'),
+              field('', 'g'),
+              field(''),
+              num(''),
+              field(''),
+              field('', 'JOBnew1', 'emq:{other}:JOBp'),
+              field('', '1', 'ignore'),
+              field('', '0:-1', '1.5:0'),
+              field('', '5:1000'),
+              field('', 'a,b'),
+              field('', '1'),
+              field('', '1'),
+            ),
+            1,
+            3,
+          ),
+        )
+        .map(([p, rest]) => [p, '#15', ...rest]),
+    ),
     schedule: fc.tuple(
       ids(),
       field('{}'),
@@ -942,6 +971,19 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
       fc.tuple(prefix, ids(), field('{}', '"x"')),
       fc.tuple(prefix, ids(), field('{}'), tok),
     ),
+    // A parent of this queue told of a child in another: mostly refused (a malformed child ref
+    // or outcome), else counted once (the row set has no waiting parent: mostly ignored).
+    child_notice: fc.tuple(
+      prefix,
+      ids(),
+      field('emq:{other}:JOBc', 'JOBc'),
+      field('completed', 'dead', 'removed'),
+      field('', '1'),
+      field('', 'boom'),
+    ),
+    notices: fc
+      .tuple(prefix, num('1', '10', '0'), times(fc.tuple(ids()), 0, 2))
+      .map(([p, n, rest]) => [p, n, ...rest]),
   } as Record<ScriptName, fc.Arbitrary<Arg[]>>;
 }
 

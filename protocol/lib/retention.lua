@@ -1,5 +1,5 @@
 -- Retention: keep at most `keep` members of a terminal set and none older than `age` ms,
--- deleting their rows (and a parent's P job:<id>:results, a job's P job:<id>:logs) too. Bounded work per call: trims at most 1000 rows by count and
+-- deleting their rows (and a parent's P job:<id>:results, :failures, :deps and :processed, a job's P job:<id>:logs) too. Bounded work per call: trims at most 1000 rows by count and
 -- 100 by age, so a long backlog is trimmed over several calls, never in one long one.
 -- The count is kept in batches: the set may run `trim_slack(keep)` over `keep` (a tenth, at
 -- most 100; 0 below 10) before a call trims it back to `keep`, so a steady stream of single
@@ -24,6 +24,7 @@ local function trim(p, set, keep, age, now, window)
       local jk = p .. 'job:' .. id
       rows[#rows + 1], rows[#rows + 2], rows[#rows + 3], rows[#rows + 4] = jk, jk .. ':results', jk .. ':logs',
         jk .. ':failures'
+      rows[#rows + 1], rows[#rows + 2] = jk .. ':deps', jk .. ':processed'
       ids[#ids + 1] = id
       ended[i], ended[i + 1] = old[i + 1], id
     end
@@ -44,7 +45,7 @@ local function retain(p, set, id, spec, now, window)
   if count == 0 then
     local jk = p .. 'job:' .. id
     redis.call('ZREM', set, id)
-    redis.call('DEL', jk, jk .. ':results', jk .. ':logs', jk .. ':failures')
+    redis.call('DEL', jk, jk .. ':results', jk .. ':logs', jk .. ':failures', jk .. ':deps', jk .. ':processed')
     remember(p, { now, id }, now, window)
     return
   end

@@ -84,7 +84,7 @@ for i = 1, #ids, 2 do
   local jk = p .. 'job:' .. id
   -- A member whose row moved on (retried, say) only leaves the set: a live row is never deleted.
   if redis.call('HGET', jk, 'state') == state then
-    redis.call('DEL', jk, jk .. ':results', jk .. ':logs', jk .. ':failures')
+    redis.call('DEL', jk, jk .. ':results', jk .. ':logs', jk .. ':failures', jk .. ':deps', jk .. ':processed')
     n = n + 1
     ended[#ended + 1], ended[#ended + 2] = ids[i + 1], id
   end

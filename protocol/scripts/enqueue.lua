@@ -282,6 +282,8 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
+-- >>> lib/admission.lua
+-- Admission fields shared by enqueue and flow_add.
 -- A job's own retention spec: '' or '<count>:<age_ms>', each a whole number >= -1.
 local function retain_ok(spec)
   if spec == '' then return true end
@@ -296,7 +298,7 @@ local function lifo_score(K, prio)
   local seq = redis.call('HINCRBY', K.meta, 'lifo_seq', 1) % 8589934592
   return tonumber(prio) - seq / 8589934592
 end
-
+-- <<< lib/admission.lua
 -- A minted id (JOB, 10 Crockford base32 characters of its mint instant in epoch ms, 10 random
 -- ones) already holds when the job was made: its row leaves `created` out when that instant is
 -- at most MINTED_SLACK ms before now (and not after it), and readers take the id's instant. A

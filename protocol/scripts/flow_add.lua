@@ -1,18 +1,30 @@
 -- flow_add: admit a flow at once: a parent waiting for its children (state waiting_children)
 -- and the children, nested to any depth; every leaf is claimable at once, each parent is
--- released when its last child completes (lib/flow.lua). One queue holds the whole flow.
+-- released when its last child completes (lib/flow.lua). One call admits every job it names
+-- atomically; its jobs may be in several queues when the server lets one script reach them
+-- all (one slot on a Cluster, any keys on a single server: SPEC 14.1).
 -- KEYS: pending events wake meta ring
 -- ARGV: prefix, then one 9-tuple per job, each parent before its children: id payload priority
---   group name max backoff parent continue
---   parent: '' for the first tuple (the root), else the id of an earlier tuple; continue: '1'
---   when the job runs even if a child of it fails (else a failed child fails it), 'ignore' when
---   it also records the failure (P job:<id>:failures), '' otherwise;
+--   group name max backoff parent continue; or prefix, the marker #15 and one 15-tuple per
+--   job: queue_prefix id payload priority group name max backoff parent continue
+--   retain_completed retain_dead tags lifo ref
+--   queue_prefix: '' for the call's queue, else the prefix of the job's queue (emq:{<q>}:);
+--   parent: '' for the root; for the first tuple also a parent in another queue, given as
+--   '<its prefix><its id>' (a part of a flow admitted by the parent's own call before); else
+--   the id of an earlier tuple; continue: '1' when the job runs even if a child of it fails
+--   (else a failed child fails it), 'ignore' when it also records the failure
+--   (P job:<id>:failures), '' otherwise; retain_*, tags, lifo as in enqueue's 13-tuples;
+--   ref '1': the job is only named here (a child in a queue this call cannot reach, admitted by
+--   a call of its own): it is counted and indexed under its parent, nothing else is written;
 --   the other fields as in enqueue
--- REPLY: 1 admitted, 0 duplicate (the root's id exists; nothing written)
+-- REPLY: 1 admitted, 0 duplicate (the first tuple's id exists, or ended within the idempotency
+--   window; nothing written)
 -- ERRORS: EMQKIND any id not JOB-namespaced; EMQINPUT a malformed tuple list (a parent that is
---   not an earlier tuple, a repeated id); EMQSTATE the id of a job other than the root exists
---   already (a job is in one flow only). Nothing at all is written on an error.
--- EVENTS: waiting_children (id, name) per parent, added (id, name) per leaf
+--   not an earlier tuple, a repeated id, a bad prefix, number, retention spec or flag);
+--   EMQSTATE the id of a job other than the first exists already (a job is in one flow only).
+--   Nothing at all is written on an error.
+-- EVENTS: waiting_children (id, name) per parent, added (id, name) per leaf, each on its own
+--   queue's stream
 -- >>> lib/lanes.lua
 -- Lanes: a grouped job waits in P g:<group>:pending; the ring (a zset scored by a turn
 -- sequence) holds the groups that can be served now, oldest turn first.
@@ -138,63 +150,140 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
-local p = ARGV[1]
-local K = { pending = KEYS[1], events = KEYS[2], wake = KEYS[3], meta = KEYS[4], ring = KEYS[5] }
-local W = 9
-if #ARGV < 1 + W or (#ARGV - 1) % W ~= 0 then
-  return redis.error_reply('EMQINPUT flow_add takes the prefix, then 9 fields per job')
+-- >>> lib/admission.lua
+-- Admission fields shared by enqueue and flow_add.
+-- A job's own retention spec: '' or '<count>:<age_ms>', each a whole number >= -1.
+local function retain_ok(spec)
+  if spec == '' then return true end
+  local c, a = string.match(spec, '^(%-?%d+):(%-?%d+)$')
+  return c ~= nil and whole(c, -1) ~= nil and whole(a, -1) ~= nil
 end
-local n = (#ARGV - 1) / W
-local children = {}
+
+-- LIFO: a score just below the priority, lower for each newer LIFO job (meta lifo_seq / 2^33),
+-- so it is claimed before the jobs of its priority that wait already and after every lower
+-- priority. Exact while the priority is below 2^19 and for the first 2^33 LIFO jobs.
+local function lifo_score(K, prio)
+  local seq = redis.call('HINCRBY', K.meta, 'lifo_seq', 1) % 8589934592
+  return tonumber(prio) - seq / 8589934592
+end
+-- <<< lib/admission.lua
+local p = ARGV[1]
+local first, W = 2, 9
+if ARGV[2] == '#15' then first, W = 3, 15 end
+if #ARGV < first + W - 1 or (#ARGV - first + 1) % W ~= 0 then
+  return redis.error_reply('EMQINPUT flow_add takes the prefix, then 9 fields per job, or #15 and 15 per job')
+end
+local n = (#ARGV - first + 1) / W
+local jobs, byid = {}, {}
 for i = 0, n - 1 do
-  local b = 2 + i * W
-  local id, parent = ARGV[b], ARGV[b + 7]
-  if string.sub(id, 1, 3) ~= 'JOB' then return redis.error_reply('EMQKIND job id must be JOB-namespaced') end
-  if children[id] then return redis.error_reply('EMQINPUT job ' .. id .. ' appears twice in the flow') end
-  if not whole(ARGV[b + 2], 0) or (ARGV[b + 5] ~= '' and not whole(ARGV[b + 5], 1)) then
+  local b = first + i * W
+  local j
+  if W == 9 then
+    j = { prefix = p, id = ARGV[b], payload = ARGV[b + 1], prio = ARGV[b + 2], group = ARGV[b + 3],
+      name = ARGV[b + 4], max = ARGV[b + 5], backoff = ARGV[b + 6], parent = ARGV[b + 7], cont = ARGV[b + 8],
+      rc = '', rd = '', tags = '', lifo = '', ref = '' }
+  else
+    j = { prefix = ARGV[b] ~= '' and ARGV[b] or p, id = ARGV[b + 1], payload = ARGV[b + 2], prio = ARGV[b + 3],
+      group = ARGV[b + 4], name = ARGV[b + 5], max = ARGV[b + 6], backoff = ARGV[b + 7], parent = ARGV[b + 8],
+      cont = ARGV[b + 9], rc = ARGV[b + 10], rd = ARGV[b + 11], tags = ARGV[b + 12], lifo = ARGV[b + 13],
+      ref = ARGV[b + 14] }
+  end
+  if string.sub(j.id, 1, 3) ~= 'JOB' then return redis.error_reply('EMQKIND job id must be JOB-namespaced') end
+  if byid[j.id] then return redis.error_reply('EMQINPUT job ' .. j.id .. ' appears twice in the flow') end
+  if not whole(j.prio, 0) or (j.max ~= '' and not whole(j.max, 1)) then
     return refuse('flow_add', 'a priority that is a whole number >= 0 and a max that is empty or >= 1')
   end
-  if (i == 0) ~= (parent == '') or (i > 0 and not children[parent]) then
-    return redis.error_reply('EMQINPUT the first job is the root; every other names an earlier one as parent')
+  if not retain_ok(j.rc) or not retain_ok(j.rd) or (j.lifo ~= '' and j.lifo ~= '1') or (j.ref ~= '' and j.ref ~= '1') then
+    return refuse('flow_add', "retain specs '' or <count>:<age_ms> (whole numbers >= -1), lifo and ref '' or '1'")
   end
-  children[id] = 0
-  if parent ~= '' then children[parent] = children[parent] + 1 end
+  if not string.match(j.prefix, '^emq:{[^{}]+}:$') then
+    return refuse('flow_add', 'queue prefixes emq:{<queue>}:')
+  end
+  local up = byid[j.parent]
+  if i == 0 then
+    if j.ref == '1' or (j.parent ~= '' and not string.match(j.parent, '^emq:{[^{}]+}:JOB')) then
+      return redis.error_reply('EMQINPUT the first job is the root, or names its parent in another queue as '
+        .. '<prefix><id>; it is not a ref')
+    end
+  elseif not up or up.ref == '1' then
+    return redis.error_reply('EMQINPUT the first job is the root; every other names an earlier one (not a ref) as parent')
+  end
+  j.children = 0
+  if up then
+    up.children = up.children + 1
+    -- The row's parent: its id, or '<its prefix><its id>' when it lives in another queue.
+    j.up = up.prefix == j.prefix and up.id or (up.prefix .. up.id)
+    j.dep = up.prefix == j.prefix and j.id or (j.prefix .. j.id) -- the child's name in up's index
+    j.deps = up.prefix .. 'job:' .. up.id .. ':deps'
+  elseif j.parent ~= '' then
+    j.up = j.parent
+  end
+  jobs[i + 1], byid[j.id] = j, j
 end
-if redis.call('EXISTS', p .. 'job:' .. ARGV[2]) == 1 then return 0 end
-for i = 1, n - 1 do
-  if redis.call('EXISTS', p .. 'job:' .. ARGV[2 + i * W]) == 1 then
-    return redis.error_reply('EMQSTATE job ' .. ARGV[2 + i * W] .. ' exists already: a job is in one flow only')
+local root = jobs[1]
+if redis.call('EXISTS', root.prefix .. 'job:' .. root.id) == 1 then return 0 end
+for i = 2, n do
+  local j = jobs[i]
+  if j.ref ~= '1' and redis.call('EXISTS', j.prefix .. 'job:' .. j.id) == 1 then
+    return redis.error_reply('EMQSTATE job ' .. j.id .. ' exists already: a job is in one flow only')
   end
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local m = redis.call('HMGET', K.meta, 'events_max', 'keep_ids_ms')
-local emax = m[1] or '10000'
+-- Per queue of the call: its keys, its events cap, whether its claimable work went from none
+-- to some (one wake each).
+local queues = {}
+local function queue(prefix)
+  local q = queues[prefix]
+  if not q then
+    q = { K = { pending = prefix .. 'pending', events = prefix .. 'events', wake = prefix .. 'wake',
+      meta = prefix .. 'meta', ring = prefix .. 'ring' }, woke = false }
+    local m = redis.call('HMGET', q.K.meta, 'events_max', 'keep_ids_ms')
+    q.emax, q.window = m[1] or '10000', m[2]
+    queues[prefix] = q
+  end
+  return q
+end
+local rq = queue(root.prefix)
 -- A root that ended within the idempotency window (its row deleted since) is a duplicate too.
-if remembered(p, { ARGV[2] }, now, ids_window(m[2]))[ARGV[2]] then return 0 end
-local woke = false
-for i = 0, n - 1 do
-  local b = 2 + i * W
-  local id, prio, group, name, parent = ARGV[b], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 7]
-  local jk = p .. 'job:' .. id
-  local waiting = children[id] > 0
-  redis.call('HSET', jk, 'state', waiting and 'waiting_children' or 'pending', 'payload', ARGV[b + 1],
-    'created', now)
-  if prio ~= '0' then redis.call('HSET', jk, 'prio', prio) end
-  if group ~= '' then redis.call('HSET', jk, 'group', group) else group = nil end
-  if name ~= '' then redis.call('HSET', jk, 'name', name) end
-  if ARGV[b + 5] ~= '' then redis.call('HSET', jk, 'max', ARGV[b + 5]) end
-  if ARGV[b + 6] ~= '' then redis.call('HSET', jk, 'backoff', ARGV[b + 6]) end
-  if parent ~= '' then redis.call('HSET', jk, 'parent', parent) end
-  if waiting then
-    redis.call('HSET', jk, 'children', children[id])
-    if ARGV[b + 8] == '1' or ARGV[b + 8] == 'ignore' then redis.call('HSET', jk, 'continue', ARGV[b + 8]) end
-    redis.call('ZADD', p .. 'waiting_children', now, id)
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'waiting_children', 'id', id, 'name', name)
-  else
-    if release(p, K, id, group, prio) then woke = true end
-    redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', id, 'name', name)
+if remembered(root.prefix, { root.id }, now, ids_window(rq.window))[root.id] then return 0 end
+local order = {}
+for i = 1, n do
+  local j = jobs[i]
+  if j.deps then redis.call('ZADD', j.deps, i - 1, j.dep) end
+  if j.ref ~= '1' then
+    local q = queue(j.prefix)
+    local events, emax = q.K.events, q.emax
+    if not q.seen then q.seen, order[#order + 1] = true, j.prefix end
+    local waiting = j.children > 0
+    local row = { 'state', waiting and 'waiting_children' or 'pending', 'payload', j.payload, 'created', now }
+    local group = j.group ~= '' and j.group or nil
+    if j.prio ~= '0' then row[#row + 1], row[#row + 2] = 'prio', j.prio end
+    if group then row[#row + 1], row[#row + 2] = 'group', group end
+    if j.name ~= '' then row[#row + 1], row[#row + 2] = 'name', j.name end
+    if j.max ~= '' then row[#row + 1], row[#row + 2] = 'max', j.max end
+    if j.backoff ~= '' then row[#row + 1], row[#row + 2] = 'backoff', j.backoff end
+    if j.up then row[#row + 1], row[#row + 2] = 'parent', j.up end
+    if j.rc ~= '' then row[#row + 1], row[#row + 2] = 'retain_completed', j.rc end
+    if j.rd ~= '' then row[#row + 1], row[#row + 2] = 'retain_dead', j.rd end
+    if j.tags ~= '' then row[#row + 1], row[#row + 2] = 'tags', j.tags end
+    if waiting then
+      row[#row + 1], row[#row + 2] = 'children', j.children
+      if j.cont == '1' or j.cont == 'ignore' then row[#row + 1], row[#row + 2] = 'continue', j.cont end
+    end
+    redis.call('HSET', j.prefix .. 'job:' .. j.id, unpack(row))
+    if waiting then
+      redis.call('ZADD', j.prefix .. 'waiting_children', now, j.id)
+      redis.call('XADD', events, 'MAXLEN', '~', emax, '*', 'event', 'waiting_children', 'id', j.id,
+        'name', j.name)
+    else
+      local score = j.lifo == '1' and lifo_score(q.K, j.prio) or j.prio
+      if release(j.prefix, q.K, j.id, group, score) then q.woke = true end
+      redis.call('XADD', events, 'MAXLEN', '~', emax, '*', 'event', 'added', 'id', j.id, 'name', j.name)
+    end
   end
 end
-if woke then wake(K) end
+for _, prefix in ipairs(order) do
+  if queues[prefix].woke then wake(queues[prefix].K) end
+end
 return 1

@@ -4,7 +4,8 @@
 -- ARGV: prefix consumer_id info
 --   info: a small JSON object (host, pid, concurrency, running, beatMs) shown by the tools;
 --         '' says the consumer is leaving (it closed): its entries are removed
--- REPLY: the number of consumers seen in the last minute
+-- REPLY: {seen, notices}: the number of consumers seen in the last minute, and how many flow
+--   hand-offs wait in this queue (P notices, SPEC 14.1) for a runtime to deliver
 -- ERRORS: none
 -- EVENTS: none (not a job transition)
 -- >>> lib/args.lua
@@ -41,4 +42,4 @@ if #gone > 0 then
   redis.call('ZREM', KEYS[1], unpack(gone))
   redis.call('HDEL', info, unpack(gone))
 end
-return redis.call('ZCOUNT', KEYS[1], now - 60000, '+inf')
+return { redis.call('ZCOUNT', KEYS[1], now - 60000, '+inf'), redis.call('ZCARD', ARGV[1] .. 'notices') }

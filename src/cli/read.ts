@@ -1,7 +1,9 @@
 // The commands that only read: queues, stats, jobs, job, schedulers, tail. They go through the
 // Inspector (tail through an events reader) and never call a verb.
+
 import { type Command, Option } from 'commander';
 import { JOB_STATES, type JobState } from '../core/types.js';
+import type { FlowTree } from '../flow-read.js';
 import type { LogPage } from '../logs.js';
 import { fromArg, stateArg, wholeArg } from './args.js';
 import {
@@ -198,6 +200,14 @@ export function registerReads(program: Command): void {
         .option('--count <n>', 'how many lines', wholeArg(1, 100_000), 100),
   );
 
+  jobCommand(
+    program,
+    'flow',
+    'the flow under a job: every job of it with its queue and state, as a tree',
+    async (s, queue, id) => (await s.mq.queue(queue).flow(id)) ?? noJob(queue, id),
+    (tree) => flowText(tree, tree.queue),
+  );
+
   queueView(
     program,
     'schedulers',
@@ -310,4 +320,11 @@ async function findJobs(
     );
     if (found.jobs.length > 0) write(jobsTable(opts.state, found.jobs));
   });
+}
+
+/** One line per job, indented by depth: id, state, name, and the queue when not the root's. */
+function flowText(node: FlowTree, root: string, depth = 0): string {
+  const label = [node.id, node.state, node.name, node.queue === root ? undefined : `in ${node.queue}`];
+  const line = `${'  '.repeat(depth)}${depth > 0 ? '└ ' : ''}${label.filter(Boolean).join('  ')}`;
+  return [line, ...node.children.map((c) => flowText(c, root, depth + 1))].join('\n');
 }

@@ -212,6 +212,23 @@ function historyItems(job: JobDetail): string {
     .join('');
 }
 
+/** A flow job's parent and its first children (pending or processed), each linking to its page. */
+function flowSection(ctx: PageContext, job: JobDetail): string {
+  if (!job.flow) return '';
+  const link = (d: { queue: string; id: string }) =>
+    `<a class="mono" href="${href(ctx, `/queues/${q(d.queue)}/jobs/${q(d.id)}`)}">${esc(d.id)}</a> <span class="fields">${esc(d.queue)}</span>`;
+  const { parent, children } = job.flow;
+  const items = [
+    ...children.processed.map(
+      (d) => `<li>${link(d)} processed${d.failure ? `: ${esc(d.failure)}` : ''}</li>`,
+    ),
+    ...children.pending.map((d) => `<li>${link(d)} pending</li>`),
+  ];
+  return `<section class="card" id="job-flow-box"><h2>Flow</h2>${parent ? `<p>parent: ${link(parent)}</p>` : ''}${
+    items.length > 0 ? `<ul id="job-flow-children">${items.join('')}</ul>` : ''
+  }${children.cursor > 0 ? '<p class="empty">More children: echomq flow, or queue.dependencies().</p>' : ''}</section>`;
+}
+
 export function jobPage(ctx: PageContext, queue: string, job: JobDetail): string {
   const self = href(ctx, `/queues/${q(queue)}/jobs/${q(job.id)}`);
   const back = href(ctx, `/queues/${q(queue)}`, { state: job.state });
@@ -263,6 +280,7 @@ ${section('job-error', 'Error', errorText)}
 ${section('job-stack', 'Stack', job.error?.stack)}
 ${section('job-last-error', 'Error before the last retry', lastError)}
 ${section('job-progress', 'Progress', job.progress === undefined ? undefined : pretty(job.progress))}
+${flowSection(ctx, job)}
 ${section('job-logs', job.logs.length < job.logCount ? `Logs (the newest ${job.logs.length} of ${job.logCount} lines)` : 'Logs', job.logCount === 0 ? undefined : job.logs.join('\n'))}
 <section class="card"><h2>Timeline</h2><ol class="timeline" id="job-history">${historyItems(job)}</ol>${job.historyTruncated ? '<p class="empty">Older entries were not read.</p>' : ''}<p class="empty">Events older than the stream's cap are gone.</p></section>`,
   });

@@ -26,6 +26,7 @@ export const SCRIPT_KEYS = [
   'repeat',
   'schedulers',
   'consumers',
+  'notices',
 ] as const;
 export type ScriptKey = (typeof SCRIPT_KEYS)[number];
 

@@ -42,14 +42,12 @@ export class QueueWire {
     this.keys = new Keyspace(name);
   }
 
-  /** Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key. */
-  async run(
-    name: ScriptName,
-    argv: readonly (string | number)[],
-    jobId?: string,
-    durability?: Replication,
-  ): Promise<unknown> {
-    this.connector.assertOpen();
+  /**
+   * The queue's hello, once: stamps the protocol version in meta (or refuses a queue of another
+   * version) and adds the queue to the registry. Every call awaits it first; a call that writes
+   * this queue's keys from another queue's script (a flow over queues) awaits it itself.
+   */
+  async greet(): Promise<void> {
     if (!this.hello) {
       const hello = script('hello');
       // The registry of queue names lets tools list queues without scanning the keyspace.
@@ -59,10 +57,19 @@ export class QueueWire {
         throw err;
       });
     }
-    if (!this.helloDone) {
-      await this.hello;
-      this.helloDone = true;
-    }
+    await this.hello;
+    this.helloDone = true;
+  }
+
+  /** Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key. */
+  async run(
+    name: ScriptName,
+    argv: readonly (string | number)[],
+    jobId?: string,
+    durability?: Replication,
+  ): Promise<unknown> {
+    this.connector.assertOpen();
+    if (!this.helloDone) await this.greet();
     const s: Script = script(name);
     let keys = jobId === undefined ? this.keyCache.get(name) : undefined;
     if (!keys) {

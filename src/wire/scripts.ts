@@ -54,7 +54,9 @@ export type ScriptName =
   | 'update_data'
   | 'log'
   | 'drain'
-  | 'obliterate';
+  | 'obliterate'
+  | 'child_notice'
+  | 'notices';
 
 /** protocol/ sits beside src/ and dist/ alike. */
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'protocol');

@@ -584,6 +584,32 @@ describe('retry, cancel, remove, pause, resume, clean, enqueue', CHILD_PROCESSES
     expect((await q.get('JOBat'))?.runAt).toBe(Date.parse('2030-01-01T09:00:00Z'));
   });
 
+  it('flow prints the tree under a job, each job with its state and its queue when not the root’s', async () => {
+    const q = newQueue();
+    const other = newQueue();
+    const flow = await mq.flow({
+      queue: q.name,
+      name: 'ship',
+      data: {},
+      children: [
+        { queue: q.name, data: {} },
+        { queue: other.name, data: {}, children: [{ queue: other.name, data: {} }] },
+      ],
+    });
+    const [a, b] = flow.children;
+    const r = await cli(['flow', q.name, flow.id]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trimEnd().split('\n')).toEqual([
+      `${flow.id}  waiting_children  ship`,
+      `  └ ${a!.id}  pending`,
+      `  └ ${b!.id}  waiting_children  in ${other.name}`,
+      `    └ ${b!.children[0]!.id}  pending  in ${other.name}`,
+    ]);
+    const json = JSON.parse((await cli(['--json', 'flow', q.name, flow.id])).stdout);
+    expect(json.children[1]).toMatchObject({ id: b!.id, queue: other.name, state: 'waiting_children' });
+    expect((await cli(['flow', q.name, 'JOBnope'])).code).toBe(2);
+  });
+
   it('enqueue refuses data that is not JSON, both --in and --at, and a bad duration (exit 1)', async () => {
     const q = newQueue();
     const notJson = await cli(['enqueue', q.name, '--data', '{to:1}']);

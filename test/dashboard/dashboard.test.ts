@@ -178,6 +178,26 @@ describe('dashboard over HTTP', () => {
     expect(((await res.json()) as { queues: unknown[] }).queues).toBeInstanceOf(Array);
   });
 
+  it("a flow parent's page lists its children, each linking to its own page, and a child's names its parent", async () => {
+    const other = `${name}-mail`;
+    const flow = await mq.flow({
+      queue: name,
+      data: {},
+      children: [
+        { queue: name, data: {} },
+        { queue: other, data: {} },
+      ],
+    });
+    const [a, b] = flow.children;
+    const d = await dashboard();
+    const page = await (await fetch(`${d.url}queues/${name}/jobs/${flow.id}`)).text();
+    expect(page).toContain('id="job-flow-children"');
+    expect(page).toContain(`/queues/${name}/jobs/${a!.id}"`);
+    expect(page).toContain(`/queues/${other}/jobs/${b!.id}"`);
+    const child = await (await fetch(`${d.url}queues/${other}/jobs/${b!.id}`)).text();
+    expect(child).toContain(`parent: <a class="mono" href="/queues/${name}/jobs/${flow.id}"`);
+  });
+
   it('in read-only mode shows no action and answers every POST with 403', async () => {
     const id = await deadJob({ n: 1 });
     const d = await dashboard({ readOnly: true });

@@ -1,6 +1,5 @@
-// The queue's verbs (SPEC 19.15-19.22): retry, clean, flow_add, pause, resume, configure,
+// The queue's verbs (SPEC 19.15-19.22): retry, clean, pause, resume, configure,
 // configure_lane and heartbeat. See verbs/index.ts.
-import type { Admission } from '../admission.js';
 import type { QueueWire } from '../queue-wire.js';
 
 type Arg = string | number;
@@ -20,23 +19,6 @@ export async function clean(
   limit: number,
 ): Promise<number> {
   return (await w.run('clean', [w.keys.prefix, state, olderThanMs, limit])) as number;
-}
-
-/** A flow job: its admission, its parent's id ('' for the root) and its child-failure policy. */
-export interface FlowAdmission {
-  job: Admission;
-  parent: string;
-  /** '' fail the parent, '1' drop the dependency, 'ignore' drop it and record the failure. */
-  onChildFailure: '' | '1' | 'ignore';
-}
-
-/** Admits a flow's jobs (each parent before its children) in one call, all or none. */
-export async function flowAdd(w: QueueWire, jobs: readonly FlowAdmission[]): Promise<'added' | 'duplicate'> {
-  const argv: string[] = [w.keys.prefix];
-  for (const { job: a, parent, onChildFailure } of jobs) {
-    argv.push(a.id, a.payload, a.priority, a.group, a.name, a.max, a.backoff, parent, onChildFailure);
-  }
-  return (await w.run('flow_add', argv)) === 1 ? 'added' : 'duplicate';
 }
 
 // ── 19.18 pause, 19.19 resume, 19.20 configure, 19.21 configure_lane ──────────
@@ -83,6 +65,11 @@ export async function configureLane(
 // ── 19.22 heartbeat ───────────────────────────────────────────────────────────
 
 /** A consumer's beat with its info (JSON), or '' when it leaves; resolves with the live count. */
-export async function heartbeat(w: QueueWire, consumerId: string, info: string): Promise<number> {
-  return (await w.run('heartbeat', [w.keys.prefix, consumerId, info])) as number;
+export async function heartbeat(
+  w: QueueWire,
+  consumerId: string,
+  info: string,
+): Promise<{ seen: number; notices: number }> {
+  const [seen, notices] = (await w.run('heartbeat', [w.keys.prefix, consumerId, info])) as [number, number];
+  return { seen, notices };
 }
