@@ -119,8 +119,10 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
       timeouts[#timeouts + 1] = id
       timeouts[#timeouts + 1] = row[8]
     end
-    log[#log + 1] = now
-    log[#log + 1] = id .. ':' .. text
+    if rate_max > 0 then -- the queue's rate log: only a rate-limited queue keeps one
+      log[#log + 1] = now
+      log[#log + 1] = id .. ':' .. text
+    end
     return text
   end
   -- Serve one job of the ring's head group, if its concurrency and rate limit allow.
