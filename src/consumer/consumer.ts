@@ -282,8 +282,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     nextDue: number,
     timeouts?: string[],
   ): void {
-    this.short = wakeId !== '';
-    if (this.short) this.parking.wakeId = wakeId;
+    // A short reply overtaken by a wake the beat has read already is not short: that wake's
+    // work may be waiting, and only a claim sent now can see it (no other wake will come).
+    const overtaken = wakeId !== '' && !this.parking.shortHolds(wakeId);
+    this.short = wakeId !== '' && !overtaken;
     // A rate limit holds work back: park until its window reopens (a timer, not a poll).
     this.limitedUntil = waitMs >= 0 ? performance.now() + waitMs : Number.POSITIVE_INFINITY;
     this.learnHead(now, nextDue);
@@ -301,6 +303,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       const run = bad ? this.acks.fail(job, bad) : this.acks.run(job, this.handler);
       run.catch((err: unknown) => this.emit('error', err));
     }
+    if (overtaken && this.free > 0) this.drain().catch((err: unknown) => this.emit('error', err));
   }
 
   /**

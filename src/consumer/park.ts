@@ -26,8 +26,10 @@ export class Parking {
   state: 'no' | 'sleep' | 'block' = 'no';
   /** Local performance.now() the current wait ends at by itself. */
   private until = Number.POSITIVE_INFINITY;
-  /** The wake stream id read up to (a claim's reply moves it too). */
-  wakeId = '0-0';
+  /** The wake stream id to block after: the newest a read or a short claim has covered. */
+  private wakeId = '0-0';
+  /** The newest wake stream id a read returned: work announced up to it is known of. */
+  private heard = '0-0';
   private timer: NodeJS.Timeout | undefined;
   private unpark: (() => void) | undefined;
   /** While blocked on wake: end the read in `ms` instead (an earlier due instant). */
@@ -59,6 +61,19 @@ export class Parking {
       );
     };
     blocking.on('ready', learnId);
+  }
+
+  /**
+   * A claim came back short with the wake stream's last id `wid`: true when that holds, so the
+   * beat may wait for a wake after it. False when a read has returned a newer wake since: the
+   * claim ran on the server before that wake's work was there (its reply was overtaken by the
+   * read's, on the other connection), so the work may be waiting unclaimed and no further wake
+   * will say so (wakes are written only when claimable work goes from none to some).
+   */
+  shortHolds(wid: string): boolean {
+    if (streamIdBefore(wid, this.heard)) return false;
+    if (streamIdBefore(this.wakeId, wid)) this.wakeId = wid;
+    return true;
   }
 
   /** Ends any wait and closes the blocking connection (which ends a blocking XREAD at once). */
@@ -166,7 +181,9 @@ export class Parking {
       const reply = (await Promise.race([read, gaveUp])) as [string, [string, string[]][]][] | null;
       const entries = reply?.[0]?.[1];
       if (!entries || entries.length === 0) return undefined;
-      this.wakeId = entries[entries.length - 1]![0];
+      const last = entries[entries.length - 1]![0];
+      if (streamIdBefore(this.heard, last)) this.heard = last;
+      if (streamIdBefore(this.wakeId, last)) this.wakeId = last;
       const woke: Wake = { schedule: false, recurrence: false };
       for (const [, fields] of entries) {
         if (fields[1] === 's') woke.schedule = true;
@@ -186,4 +203,11 @@ export class Parking {
       clearTimeout(alarm);
     }
   }
+}
+
+/** True when stream id `a` ('ms-seq') comes before `b`. */
+function streamIdBefore(a: string, b: string): boolean {
+  const [am = '0', as = '0'] = a.split('-');
+  const [bm = '0', bs = '0'] = b.split('-');
+  return am.length !== bm.length ? am.length < bm.length : am !== bm ? am < bm : Number(as) < Number(bs);
 }
