@@ -4,12 +4,10 @@
 // a reply reports (CLIENT UNBLOCK by the blocking connection's id), on recheck(), or on close.
 
 import type { EventEmitter } from 'node:events';
-import { Redis } from 'ioredis';
 import type { ConsumerEvents } from '../core/types.js';
-import type { RedisClient } from '../wire/connector.js';
+import { BlockingRead } from '../wire/blocking-read.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 
-const WATCHDOG_GRACE_MS = 2000;
 /** How late Redis may end a timed blocking read (its cron tick at the default hz 10), plus slack. */
 const SERVER_TICK_MS = 150;
 
@@ -34,8 +32,8 @@ export class Parking {
   private unpark: (() => void) | undefined;
   /** While blocked on wake: end the read in `ms` instead (an earlier due instant). */
   private rearmBlock: ((ms: number) => void) | undefined;
-  private blocking: RedisClient | undefined;
-  private blockingId: number | undefined;
+  /** The wake stream reads, on a connection of their own (shared with the event reader's kind). */
+  private reader: BlockingRead | undefined;
 
   constructor(
     private readonly queue: QueueWire,
@@ -45,22 +43,11 @@ export class Parking {
 
   /** Opens the blocking connection; its client id lets a timer end a read on time (see block). */
   open(): void {
-    const blocking = this.queue.connector.duplicate();
-    this.blocking = blocking;
-    blocking.on('error', () => {}); // reconnects on its own; the watchdog bounds waits
-    const learnId = () => {
-      if (!(blocking instanceof Redis)) return;
-      blocking.client('ID').then(
-        (id) => {
-          this.blockingId = Number(id);
-          // A busy loop that parked before the id came sleeps the whole beat, deaf to the wake
-          // stream (and so to due instants): park again, now able to block.
-          if (this.state === 'sleep') this.wake();
-        },
-        () => {},
-      );
-    };
-    blocking.on('ready', learnId);
+    // A busy loop that parked before the id came sleeps the whole beat, deaf to the wake stream
+    // (and so to due instants): once the id is known, park again, now able to block.
+    this.reader = new BlockingRead(this.queue.connector, () => {
+      if (this.state === 'sleep') this.wake();
+    });
   }
 
   /**
@@ -79,10 +66,8 @@ export class Parking {
   /** Ends any wait and closes the blocking connection (which ends a blocking XREAD at once). */
   close(): void {
     this.wake();
-    // Closed once: a second disconnect of an ioredis client leaves a 2 s timer holding the
-    // process open.
-    if (this.blocking) this.queue.connector.release(this.blocking);
-    this.blocking = undefined;
+    this.reader?.close();
+    this.reader = undefined;
   }
 
   /**
@@ -96,7 +81,7 @@ export class Parking {
   async park(wait: number, untilDue: number, forWork: boolean): Promise<Wake | undefined> {
     this.until = performance.now() + wait;
     let woke: Wake | undefined;
-    if (forWork || this.blockingId !== undefined) {
+    if (forWork || this.reader?.canEndOnTime) {
       this.state = 'block';
       // A read that ends at the beat may come back a server tick (~100 ms) late: when a due
       // instant follows within that, end it on time too.
@@ -136,51 +121,22 @@ export class Parking {
   }
 
   /**
-   * XREAD BLOCK on the wake stream, bounded by a watchdog that drops a dead connection.
-   * Redis times out blocking reads on its cron tick (about 100 ms at the default hz 10), so
-   * when a due job or a rate window sets the deadline (`onTime`), a local timer ends the read
-   * with CLIENT UNBLOCK at the instant instead: delayed jobs start on time, not a tick late.
+   * Reads the wake stream after wakeId for up to `ms`. Redis times out blocking reads on its
+   * cron tick (about 100 ms at the default hz 10), so when a due job or a rate window sets the
+   * deadline (`onTime`), the read is ended at the instant instead (BlockingRead.endIn): delayed
+   * jobs start on time, not a tick late.
    */
   private async block(ms: number, onTime: boolean): Promise<Wake | undefined> {
-    const conn = this.blocking;
-    if (!conn) return undefined;
-    // The watchdog does not trust the client to settle a read on a dropped connection (with
-    // autoResendUnfulfilledCommands off, ioredis never does): it stops waiting by itself.
-    let giveUp!: () => void;
-    const gaveUp = new Promise<null>((resolve) => {
-      giveUp = () => resolve(null);
-    });
-    this.unpark = giveUp; // close() ends the wait at once
-    const watchdog = setTimeout(() => {
-      conn.disconnect(true);
-      giveUp();
-    }, ms + WATCHDOG_GRACE_MS);
-    const id = this.blockingId;
-    // The UNBLOCK can overtake a read still on its way to the server (it answers 0: nothing
-    // blocked yet); then the read would wait out a whole server tick. Try again until it lands.
-    let settled = false;
-    const unblock = (tries: number) => {
-      if (settled || id === undefined) return;
-      this.queue.connector.client.client('UNBLOCK', id).then(
-        (n) => {
-          if (n === 0 && tries > 0) alarm = setTimeout(() => unblock(tries - 1), 1);
-        },
-        () => {},
-      );
-    };
-    let alarm = onTime && id !== undefined ? setTimeout(() => unblock(20), ms) : undefined;
+    const reader = this.reader;
+    if (!reader) return undefined;
+    this.unpark = () => reader.stop(); // close() ends the wait at once
     // A claim reply (a job finishing meanwhile) may report an earlier due instant: end the read then.
-    this.rearmBlock = (inMs) => {
-      if (id === undefined || settled) return;
-      clearTimeout(alarm);
-      alarm = setTimeout(() => unblock(20), Math.max(0, inMs));
-    };
+    this.rearmBlock = (inMs) => reader.endIn(inMs);
     try {
-      const read = conn.xread('BLOCK', ms, 'STREAMS', this.queue.keys.key('wake'), this.wakeId);
-      read.catch(() => {}); // a read abandoned by the watchdog may still fail later
-      const reply = (await Promise.race([read, gaveUp])) as [string, [string, string[]][]][] | null;
-      const entries = reply?.[0]?.[1];
-      if (!entries || entries.length === 0) return undefined;
+      const read = reader.read(this.queue.keys.key('wake'), this.wakeId, ms);
+      if (onTime) reader.endIn(ms);
+      const entries = await read;
+      if (!entries) return undefined;
       const last = entries[entries.length - 1]![0];
       if (streamIdBefore(this.heard, last)) this.heard = last;
       if (streamIdBefore(this.wakeId, last)) this.wakeId = last;
@@ -197,10 +153,7 @@ export class Parking {
       }
       return undefined;
     } finally {
-      settled = true;
       this.rearmBlock = undefined;
-      clearTimeout(watchdog);
-      clearTimeout(alarm);
     }
   }
 }

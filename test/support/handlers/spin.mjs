@@ -3,6 +3,9 @@
 export default function spin(job) {
   const end = Date.now() + job.data;
   let n = 0;
-  while (Date.now() < end) n += 1;
+  // At least one turn: a thread descheduled between reading `end` and the first check would
+  // otherwise see its time already over and report 'never' (the test read that as a stale sandbox).
+  do n += 1;
+  while (Date.now() < end);
   return n > 0 ? 'spun' : 'never';
 }
