@@ -19,6 +19,7 @@ const BOTH_ENGINES = [
   'test/flows-across-queues.test.ts',
   'test/retry.test.ts',
   'test/bad-data.test.ts',
+  'test/attempts.test.ts',
 ];
 
 export default defineConfig({

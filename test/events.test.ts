@@ -108,7 +108,7 @@ describe('the event reader', () => {
     const r = reader();
     await r.ready;
     const got = collect(r);
-    consume(async (_job, ctx) => {
+    const c = consume(async (_job, ctx) => {
       await ctx.progress(40);
       return 'ok';
     });
@@ -120,7 +120,7 @@ describe('the event reader', () => {
     );
     expect(got.filter((e) => e.id === id).map((e) => [e.event, e.fields])).toEqual([
       ['added', { name: '' }],
-      ['active', { attempt: '1' }],
+      ['active', { attempt: '1', consumer: c.id }],
       ['progress', { progress: '40' }],
       ['completed', {}],
     ]);

@@ -10,8 +10,9 @@ end
 -- per job). A single job gets the plain entry (event, id[, field]); several get event, id (the
 -- first), field (the first's value), ids (every id, space-separated) and, with a field, its
 -- plural (every value, space-separated, in ids order) unless `shared` (the one value is every
--- job's, as added's name). Readers expand it into one event a job.
-local function emit_batch(K, emax, event, ids, field, values, shared)
+-- job's, as added's name). `tail` (optional): field, value pairs every job of the entry shares
+-- (claim's consumer), copied at the end as they are. Readers expand it into one event a job.
+local function emit_batch(K, emax, event, ids, field, values, shared, tail)
   if #ids == 0 then return end
   local entry = { 'XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', event, 'id', ids[1] }
   if field then
@@ -25,6 +26,9 @@ local function emit_batch(K, emax, event, ids, field, values, shared)
       entry[#entry + 1] = field .. 's'
       entry[#entry + 1] = table.concat(values, ' ')
     end
+  end
+  if tail then
+    for i = 1, #tail do entry[#entry + 1] = tail[i] end
   end
   redis.call(unpack(entry))
 end

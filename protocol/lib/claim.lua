@@ -27,6 +27,9 @@
 -- read in the same atomic call as the wake id, so a consumer that parks after that id has
 -- seen every 'w s' written before it; and `timeouts`, a flat id, timeout_ms pair for each job
 -- taken whose row has a `timeout` (empty for most calls: the scripts reply it only when not).
+-- `consumer` (nil: not recorded): the claiming consumer's id, written on each taken row in the
+-- write the claim makes anyway and named once on the call's active entry, so tools can say
+-- which consumer ran an attempt at no extra call.
 local SKIP_MAX = 1000
 -- A rate log's entries stamped after now were written before the server clock stepped back:
 -- they count from now, so the window reopens rate_ms from now and not the step later (SPEC 2.1).
@@ -40,7 +43,7 @@ local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max'
 -- The meta fields claim reads. A script that reads meta for itself too asks for these after
 -- its own fields and hands claim their values (`m`, in this order): one meta read per call.
 local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until' }
-local function claim(p, K, n, lease, now, now_us, emax, m)
+local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
@@ -51,6 +54,14 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
   local cap = tonumber(m[4] or '0') or 0
+  -- What each taken row gets besides the claim's own fields: `slot` 1 under a queue-wide cap
+  -- (given back once when the job leaves active), and the consumer, also on the active entry.
+  local marks, by = {}, nil
+  if cap > 0 then marks = { 'slot', '1' } end
+  if consumer then
+    marks[#marks + 1], marks[#marks + 2] = 'consumer', consumer
+    by = { 'consumer', consumer }
+  end
   local held = tonumber(m[6] or '0') or 0
   local on_hold = held > now and not paused
   local log = {}
@@ -102,11 +113,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
     local attempts = tonumber(row[6] or '0') + 1
     local token = math.max(tonumber(row[7] or '0') + 1, now_us)
     local text = string.format('%.0f', token) -- 16 digits: Lua's own tostring would round it
-    if cap > 0 then -- the claim takes a queue-wide slot, given back once when the job leaves active
-      redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, 'slot', '1')
-    else
-      redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text)
-    end
+    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, unpack(marks))
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
     claimed[#claimed + 1] = id
@@ -188,7 +195,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
   end
   bulk('ZADD', K.active, leases)
   if cap > 0 and got > 0 then redis.call('HINCRBY', K.meta, 'running', got) end
-  emit_batch(K, emax, 'active', claimed, 'attempt', tries)
+  emit_batch(K, emax, 'active', claimed, 'attempt', tries, false, by)
   if woke then wake(K) end -- a dead-lettered child released its flow parent
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))

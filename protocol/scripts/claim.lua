@@ -1,7 +1,9 @@
 #!lua flags=allow-oom
 -- claim: take up to n claimable jobs in one call, each under a fresh lease.
 -- KEYS: pending active events wake meta ring
--- ARGV: prefix n lease_ms
+-- ARGV: prefix n lease_ms [consumer]
+--   consumer (optional; '' = not recorded): the claiming consumer's id, written on each taken
+--   row (field consumer) and on the active entry
 -- REPLY: {jobs, wake_id, wait_ms, now_ms, next_due_ms}: jobs is flat, 7 entries per job: id
 --   token attempts max payload name backoff (max '1' when the row has none; name and backoff
 --   '' when absent); wake_id is '' when n jobs were claimed (or the call stopped after
@@ -19,7 +21,7 @@
 -- ERRORS: none. A paused queue (meta paused = 1) claims nothing. Rate limits: meta rate_max
 --   claims per rate_ms (the queue), lanes:rate <group>|'*' = 'max:per_ms' (a lane).
 -- EVENTS: active: one entry for the call's claimed jobs (id, attempt, and ids and attempts when
---   several; see lib/bulk.lua emit_batch); drained when this call took the last waiting job (none
+--   several; see lib/bulk.lua emit_batch; consumer when given); drained when this call took the last waiting job (none
 --   left in pending or the ring, nor in a lane held back by its concurrency or rate limit)
 -- >>> lib/rows.lua
 -- Bad data: a row field that a script computes with (a number) or dispatches on (the state),
@@ -132,8 +134,9 @@ end
 -- per job). A single job gets the plain entry (event, id[, field]); several get event, id (the
 -- first), field (the first's value), ids (every id, space-separated) and, with a field, its
 -- plural (every value, space-separated, in ids order) unless `shared` (the one value is every
--- job's, as added's name). Readers expand it into one event a job.
-local function emit_batch(K, emax, event, ids, field, values, shared)
+-- job's, as added's name). `tail` (optional): field, value pairs every job of the entry shares
+-- (claim's consumer), copied at the end as they are. Readers expand it into one event a job.
+local function emit_batch(K, emax, event, ids, field, values, shared, tail)
   if #ids == 0 then return end
   local entry = { 'XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', event, 'id', ids[1] }
   if field then
@@ -147,6 +150,9 @@ local function emit_batch(K, emax, event, ids, field, values, shared)
       entry[#entry + 1] = field .. 's'
       entry[#entry + 1] = table.concat(values, ' ')
     end
+  end
+  if tail then
+    for i = 1, #tail do entry[#entry + 1] = tail[i] end
   end
   redis.call(unpack(entry))
 end
@@ -385,6 +391,9 @@ end
 -- read in the same atomic call as the wake id, so a consumer that parks after that id has
 -- seen every 'w s' written before it; and `timeouts`, a flat id, timeout_ms pair for each job
 -- taken whose row has a `timeout` (empty for most calls: the scripts reply it only when not).
+-- `consumer` (nil: not recorded): the claiming consumer's id, written on each taken row in the
+-- write the claim makes anyway and named once on the call's active entry, so tools can say
+-- which consumer ran an attempt at no extra call.
 local SKIP_MAX = 1000
 -- A rate log's entries stamped after now were written before the server clock stepped back:
 -- they count from now, so the window reopens rate_ms from now and not the step later (SPEC 2.1).
@@ -398,7 +407,7 @@ local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max'
 -- The meta fields claim reads. A script that reads meta for itself too asks for these after
 -- its own fields and hands claim their values (`m`, in this order): one meta read per call.
 local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until' }
-local function claim(p, K, n, lease, now, now_us, emax, m)
+local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
@@ -409,6 +418,14 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
   local cap = tonumber(m[4] or '0') or 0
+  -- What each taken row gets besides the claim's own fields: `slot` 1 under a queue-wide cap
+  -- (given back once when the job leaves active), and the consumer, also on the active entry.
+  local marks, by = {}, nil
+  if cap > 0 then marks = { 'slot', '1' } end
+  if consumer then
+    marks[#marks + 1], marks[#marks + 2] = 'consumer', consumer
+    by = { 'consumer', consumer }
+  end
   local held = tonumber(m[6] or '0') or 0
   local on_hold = held > now and not paused
   local log = {}
@@ -460,11 +477,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
     local attempts = tonumber(row[6] or '0') + 1
     local token = math.max(tonumber(row[7] or '0') + 1, now_us)
     local text = string.format('%.0f', token) -- 16 digits: Lua's own tostring would round it
-    if cap > 0 then -- the claim takes a queue-wide slot, given back once when the job leaves active
-      redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, 'slot', '1')
-    else
-      redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text)
-    end
+    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, unpack(marks))
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
     claimed[#claimed + 1] = id
@@ -546,7 +559,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
   end
   bulk('ZADD', K.active, leases)
   if cap > 0 and got > 0 then redis.call('HINCRBY', K.meta, 'running', got) end
-  emit_batch(K, emax, 'active', claimed, 'attempt', tries)
+  emit_batch(K, emax, 'active', claimed, 'attempt', tries, false, by)
   if woke then wake(K) end -- a dead-lettered child released its flow parent
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
@@ -609,8 +622,9 @@ local K = { pending = KEYS[1], active = KEYS[2], events = KEYS[3], wake = KEYS[4
 local now, now_us = server_clock()
 local m = redis.call('HMGET', K.meta, 'events_max', unpack(CLAIM_META))
 local emax = m[1] or '10000'
+local consumer = ARGV[4] ~= '' and ARGV[4] or nil
 local jobs, wid, wait, head, timeouts = claim(ARGV[1], K, tonumber(ARGV[2]), tonumber(ARGV[3]), now, now_us, emax,
-  { unpack(m, 2, 1 + #CLAIM_META) })
+  { unpack(m, 2, 1 + #CLAIM_META) }, consumer)
 -- A sixth entry only when a job taken has an execution timeout: other replies keep their shape.
 if #timeouts > 0 then return { jobs, wid, wait, now, head, timeouts } end
 return { jobs, wid, wait, now, head }

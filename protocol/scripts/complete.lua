@@ -1,8 +1,9 @@
 #!lua flags=allow-oom
 -- complete: finish active jobs with their results, fenced by lease token, and claim the next.
 -- KEYS: active completed events wake meta ring pending
--- ARGV: prefix lease_ms claim_n, then one triple per job: id token result
---   result: the encoded result ('' for none); claim_n: how many jobs to claim afterwards
+-- ARGV: prefix lease_ms claim_n, then one triple per job: id token result, then [consumer]
+--   result: the encoded result ('' for none); claim_n: how many jobs to claim afterwards;
+--   consumer (optional, after the last triple; '' = not recorded): as claim's, for its claim
 -- REPLY: {statuses, jobs, wake_id, wait_ms, now_ms, next_due_ms}: statuses[i] 'OK' (also for
 --   a repeat of an acknowledgement already applied: completed with the same token) or
 --   'EMQLEASE' (the token is no longer the job's, or the job is not active: that job is left
@@ -127,8 +128,9 @@ end
 -- per job). A single job gets the plain entry (event, id[, field]); several get event, id (the
 -- first), field (the first's value), ids (every id, space-separated) and, with a field, its
 -- plural (every value, space-separated, in ids order) unless `shared` (the one value is every
--- job's, as added's name). Readers expand it into one event a job.
-local function emit_batch(K, emax, event, ids, field, values, shared)
+-- job's, as added's name). `tail` (optional): field, value pairs every job of the entry shares
+-- (claim's consumer), copied at the end as they are. Readers expand it into one event a job.
+local function emit_batch(K, emax, event, ids, field, values, shared, tail)
   if #ids == 0 then return end
   local entry = { 'XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', event, 'id', ids[1] }
   if field then
@@ -142,6 +144,9 @@ local function emit_batch(K, emax, event, ids, field, values, shared)
       entry[#entry + 1] = field .. 's'
       entry[#entry + 1] = table.concat(values, ' ')
     end
+  end
+  if tail then
+    for i = 1, #tail do entry[#entry + 1] = tail[i] end
   end
   redis.call(unpack(entry))
 end
@@ -474,6 +479,9 @@ end
 -- read in the same atomic call as the wake id, so a consumer that parks after that id has
 -- seen every 'w s' written before it; and `timeouts`, a flat id, timeout_ms pair for each job
 -- taken whose row has a `timeout` (empty for most calls: the scripts reply it only when not).
+-- `consumer` (nil: not recorded): the claiming consumer's id, written on each taken row in the
+-- write the claim makes anyway and named once on the call's active entry, so tools can say
+-- which consumer ran an attempt at no extra call.
 local SKIP_MAX = 1000
 -- A rate log's entries stamped after now were written before the server clock stepped back:
 -- they count from now, so the window reopens rate_ms from now and not the step later (SPEC 2.1).
@@ -487,7 +495,7 @@ local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max'
 -- The meta fields claim reads. A script that reads meta for itself too asks for these after
 -- its own fields and hands claim their values (`m`, in this order): one meta read per call.
 local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until' }
-local function claim(p, K, n, lease, now, now_us, emax, m)
+local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
@@ -498,6 +506,14 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
   local cap = tonumber(m[4] or '0') or 0
+  -- What each taken row gets besides the claim's own fields: `slot` 1 under a queue-wide cap
+  -- (given back once when the job leaves active), and the consumer, also on the active entry.
+  local marks, by = {}, nil
+  if cap > 0 then marks = { 'slot', '1' } end
+  if consumer then
+    marks[#marks + 1], marks[#marks + 2] = 'consumer', consumer
+    by = { 'consumer', consumer }
+  end
   local held = tonumber(m[6] or '0') or 0
   local on_hold = held > now and not paused
   local log = {}
@@ -549,11 +565,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
     local attempts = tonumber(row[6] or '0') + 1
     local token = math.max(tonumber(row[7] or '0') + 1, now_us)
     local text = string.format('%.0f', token) -- 16 digits: Lua's own tostring would round it
-    if cap > 0 then -- the claim takes a queue-wide slot, given back once when the job leaves active
-      redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, 'slot', '1')
-    else
-      redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text)
-    end
+    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, unpack(marks))
     leases[#leases + 1] = now + lease
     leases[#leases + 1] = id
     claimed[#claimed + 1] = id
@@ -635,7 +647,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m)
   end
   bulk('ZADD', K.active, leases)
   if cap > 0 and got > 0 then redis.call('HINCRBY', K.meta, 'running', got) end
-  emit_batch(K, emax, 'active', claimed, 'attempt', tries)
+  emit_batch(K, emax, 'active', claimed, 'attempt', tries, false, by)
   if woke then wake(K) end -- a dead-lettered child released its flow parent
   if rate_max > 0 and #log > 0 then
     redis.call('ZADD', p .. 'limiter', unpack(log))
@@ -691,8 +703,10 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
-if #ARGV < 3 or (#ARGV - 3) % 3 ~= 0 or not whole(ARGV[2], 1) or not whole(ARGV[3], 0) then
-  return refuse('complete', 'prefix lease_ms claim_n (whole numbers >= 1 and >= 0), then id token result triples')
+local tail = (#ARGV - 3) % 3 -- 1: a consumer id follows the triples
+if #ARGV < 3 or tail == 2 or not whole(ARGV[2], 1) or not whole(ARGV[3], 0) then
+  return refuse('complete', 'prefix lease_ms claim_n (whole numbers >= 1 and >= 0), then id token result triples'
+    .. ', then an optional consumer')
 end
 local p = ARGV[1]
 local K = { active = KEYS[1], completed = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
@@ -704,7 +718,7 @@ local emax = s[1] or '10000'
 local statuses, woke, done = {}, false, 0
 local gone, finished = {}, {} -- leave active and join completed in one call each, not per job
 local after = {} -- completed jobs with a lane, a dedupe lock or a flow parent to tell
-for i = 4, #ARGV, 3 do
+for i = 4, #ARGV - tail, 3 do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
   local row = redis.call('HMGET', jk, 'state', 'token', 'group', 'dedupe', 'parent', 'retain_completed', 'slot')
@@ -755,7 +769,8 @@ local freed = false
 for _, a in ipairs(after) do
   if a[2][7] == '1' then freed = true end
 end
+local consumer = tail == 1 and ARGV[#ARGV] ~= '' and ARGV[#ARGV] or nil
 local jobs, wid, wait, head, timeouts = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax,
-  not freed and { unpack(s, 5, 4 + #CLAIM_META) } or nil)
+  not freed and { unpack(s, 5, 4 + #CLAIM_META) } or nil, consumer)
 if #timeouts > 0 then return { statuses, jobs, wid, wait, now, head, timeouts } end -- as claim's
 return { statuses, jobs, wid, wait, now, head }

@@ -339,7 +339,8 @@ func (c *Consumer) drain(afterPromote bool) error {
 	}
 	c.reserved += n
 	c.mu.Unlock()
-	reply, err := redis.Values(c.q.Run("claim", "", c.q.Prefix, n, c.opts.LeaseMs))
+	// The consumer id is recorded on each taken row and its active event (SPEC 19.5).
+	reply, err := redis.Values(c.q.Run("claim", "", c.q.Prefix, n, c.opts.LeaseMs, c.ID))
 	c.mu.Lock()
 	c.reserved -= n
 	c.mu.Unlock()
@@ -684,6 +685,7 @@ func (c *Consumer) flushAcks() {
 		for _, a := range acks {
 			argv = append(argv, a.job.ID, a.job.token, a.result)
 		}
+		argv = append(argv, c.ID) // after the last triple: recorded by this call's claim (SPEC 19.6)
 		reply, err := redis.Values(c.q.Run("complete", "", argv...))
 		c.mu.Lock()
 		c.reserved -= n

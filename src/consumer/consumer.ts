@@ -219,7 +219,12 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.reserved += n;
     let reply: ClaimReply;
     try {
-      reply = (await this.queue.run('claim', [this.queue.keys.prefix, n, this.leaseMs])) as ClaimReply;
+      reply = (await this.queue.run('claim', [
+        this.queue.keys.prefix,
+        n,
+        this.leaseMs,
+        this.id,
+      ])) as ClaimReply;
     } finally {
       this.reserved -= n;
     }

@@ -143,9 +143,14 @@ function claimed(reply: unknown[]): Claimed {
   return { jobs, wakeId, waitMs, now, nextDue };
 }
 
-/** Takes up to `n` claimable jobs, each under a lease of `leaseMs`. */
-export async function claim(w: QueueWire, n: number, leaseMs: number): Promise<Claimed> {
-  return claimed((await w.run('claim', [w.keys.prefix, n, leaseMs])) as unknown[]);
+/**
+ * Takes up to `n` claimable jobs, each under a lease of `leaseMs`; `consumer` (optional) is
+ * recorded on each taken row and its active event, so tools can say which consumer ran it.
+ */
+export async function claim(w: QueueWire, n: number, leaseMs: number, consumer?: string): Promise<Claimed> {
+  const argv: Arg[] = [w.keys.prefix, n, leaseMs];
+  if (consumer) argv.push(consumer);
+  return claimed((await w.run('claim', argv)) as unknown[]);
 }
 
 // ── 19.6 complete ─────────────────────────────────────────────────────────────
@@ -157,16 +162,18 @@ export interface Ack {
   result: string;
 }
 
-/** Completes jobs (fenced by token) and claims `claimN` more in the same call. */
+/** Completes jobs (fenced by token) and claims `claimN` more in the same call (recording `consumer`, as claim). */
 export async function complete(
   w: QueueWire,
   leaseMs: number,
   claimN: number,
   acks: readonly Ack[],
   durability?: Replication,
+  consumer?: string,
 ): Promise<{ statuses: ('OK' | 'EMQLEASE')[]; claimed: Claimed }> {
   const argv: Arg[] = [w.keys.prefix, leaseMs, claimN];
   for (const a of acks) argv.push(a.id, a.token, a.result);
+  if (consumer) argv.push(consumer); // after the last triple: the script tells it apart by the count
   const [statuses, ...rest] = (await w.run('complete', argv, undefined, durability)) as unknown[];
   return { statuses: statuses as ('OK' | 'EMQLEASE')[], claimed: claimed(rest) };
 }
