@@ -11,6 +11,9 @@ const FACADE = '^src/(echomq\\.ts$|queue\\.ts$|queue/)';
 const READ_MODEL = '^src/(inspect\\.ts$|inspect/)';
 const OPERATIONS = '^src/(cli/|dashboard/|telemetry/|testing\\.ts$)';
 const INDEX = '^src/index\\.ts$';
+/** The runtime rooms that run scripts: the read model imports none of them. */
+const WRITING_ROOMS =
+  '^src/(flows|flow-handoff|control|sweep|retry|settings|admit|logs|lanes)\\.ts$|^src/recurring/';
 
 /** A room may not import `to`: the rule's name says which floor and why. */
 const floor = (name, from, to, comment) => ({
@@ -53,9 +56,18 @@ module.exports = {
     floor(
       'read-model-cannot-write',
       READ_MODEL,
-      `^src/wire/verbs/|^src/consumer/|${OPERATIONS}|${INDEX}`,
-      'The Inspector reads (wire/reads); it cannot call a verb or start a consumer by import.',
+      `^src/wire/verbs/|^src/consumer/|${WRITING_ROOMS}|${OPERATIONS}|${INDEX}`,
+      'The Inspector reads (wire/reads, wire/read-model); it cannot call a verb or start a consumer by import.',
     ),
+    {
+      ...floor(
+        'read-model-sees-the-facade-as-types',
+        READ_MODEL,
+        FACADE,
+        'The Inspector takes EchoMQ as a type (it reaches a queue\'s wire through it), never the facade\'s code.',
+      ),
+      to: { path: FACADE, dependencyTypesNot: ['type-only'] },
+    },
     floor(
       'telemetry-below-cli-and-dashboard',
       '^src/telemetry/',

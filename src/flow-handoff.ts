@@ -9,6 +9,7 @@
 // waiting (no extra call on a queue without flows across queues); also queue.deliverNotices().
 
 import { EchoMQError } from './core/errors.js';
+import { remoteParent } from './wire/keyspace.js';
 import type { ScriptName } from './wire/scripts.js';
 
 /** What delivery needs of a queue: its prefix and its scripts. */
@@ -16,13 +17,6 @@ export interface NoticeQueue {
   readonly name: string;
   readonly keys: { readonly prefix: string };
   run(name: ScriptName, argv: readonly (string | number)[]): Promise<unknown>;
-}
-
-/** A parent named '<its prefix><its id>' (emq:{<queue>}:JOB…): its queue's name and its id. */
-export function remoteParent(ref: string): { queue: string; id: string } | undefined {
-  const at = ref.indexOf('}:');
-  if (!ref.startsWith('emq:{') || at === -1) return undefined;
-  return { queue: ref.slice(5, at), id: ref.slice(at + 2) };
 }
 
 /**

@@ -35,7 +35,6 @@ export {
 } from './core/types.js';
 export { EchoMQ, type EchoMQOptions } from './echomq.js';
 export { type EventsOptions, eventsOf, QueueEvents } from './events/reader.js';
-export type { Dependency, DependencyPage, FlowTree } from './flow-read.js';
 export type { FlowJob, FlowJobOptions, FlowNode, FlowOptions, FlowResult } from './flows.js';
 export {
   type ConsumerInfo,
@@ -73,6 +72,7 @@ export {
 } from './recurring/schedulers.js';
 export type { ConnectOptions, RedisClient } from './wire/connector.js';
 export type { Durability } from './wire/durability.js';
+export type { Dependency, DependencyPage, FlowTree } from './wire/flow-reads.js';
 export { PROTOCOL_VERSION } from './wire/keyspace.js';
 export type { EngineClock } from './wire/memory/clock.js';
 export { type ModuleMode, NATIVE_COMMANDS } from './wire/native-module.js';

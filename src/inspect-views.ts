@@ -3,9 +3,9 @@
 // view can be built and tested from plain values.
 
 import type { JobState, JobView, LaneInfo, QueueEvent } from './core/types.js';
-import type { DependencyPage } from './flow-read.js';
 import type { RepeatView } from './recurring/repeat.js';
 import type { SchedulerView } from './recurring/schedulers.js';
+import type { DependencyPage } from './wire/flow-reads.js';
 
 export interface QueueSummary {
   name: string;

@@ -1,18 +1,17 @@
 // The read-only inspection API (Sidekiq's api.rb): what the CLI and the dashboard show, read
-// straight from a queue's keys. It never writes (no script calls, so not even the protocol
-// stamp), and it pages through the sorted sets, never a scan of the keyspace. Write actions
-// (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this module.
-// The shapes it returns, and the pure functions that build them, are in inspect-views.ts.
+// from a queue's keys through the wire's plain reads (wire/reads.ts, wire/read-model.ts). It
+// never writes (no script calls, so not even the protocol stamp; it imports no verb), and it
+// pages through the sorted sets, never a scan of the keyspace. Write actions (retry, cancel,
+// remove, pause ...) are the Queue's verbs; the consumer never uses this module. The shapes it
+// returns, and the pure functions that build them, are in inspect-views.ts.
 
 import { wholeNumber } from './core/check.js';
-import { createdAt, jobView } from './core/codec.js';
+import { jobView } from './core/codec.js';
 import { EchoMQError } from './core/errors.js';
 import { isJobId } from './core/ids.js';
-import { JOB_STATES, type JobState, type JobView, type QueueEvent } from './core/types.js';
+import { JOB_STATES, type JobState, type QueueEvent } from './core/types.js';
 import type { EchoMQ } from './echomq.js';
 import { eventsOf } from './events/reader.js';
-import { remoteParent } from './flow-handoff.js';
-import { readDependencies } from './flow-read.js';
 import {
   type ConsumerInfo,
   consumerInfo,
@@ -34,8 +33,11 @@ import {
   schedulerSummary,
   TAG_SCAN_MAX,
 } from './inspect-views.js';
-import type { Queue } from './queue.js';
-import { QUEUES_KEY } from './wire/keyspace.js';
+import { readDependencies } from './wire/flow-reads.js';
+import { remoteParent } from './wire/keyspace.js';
+import type { QueueWire } from './wire/queue-wire.js';
+import * as model from './wire/read-model.js';
+import * as reads from './wire/reads.js';
 
 export type {
   ConsumerInfo,
@@ -54,9 +56,6 @@ export type {
 } from './inspect-views.js';
 export { STALE_BEATS, TAG_SCAN_MAX } from './inspect-views.js';
 
-/** The retention counts a queue has without configure (SPEC 6, meta keep_completed, keep_dead). */
-const KEPT_COMPLETED = 1000;
-const KEPT_DEAD = 10_000;
 /** Jobs read per call when a tag filter reads a state's jobs in order. */
 const TAG_CHUNK = 500;
 const TERMINAL = new Set<JobState>(['completed', 'dead', 'cancelled']);
@@ -72,50 +71,46 @@ const HISTORY_SLACK_MS = 1000;
 export class Inspector {
   constructor(private readonly mq: EchoMQ) {}
 
-  private get client() {
+  /** The connection, checked open (a closed one fails with EMQCLOSED, as every read does). */
+  private get connector() {
     this.mq.connector.assertOpen();
-    return this.mq.connector.client;
+    return this.mq.connector;
   }
 
-  private queue(name: string): Queue {
-    return this.mq.queue(name);
+  /** The queue as the wire sees it: what the reads take. */
+  private wire(name: string): QueueWire {
+    this.mq.connector.assertOpen();
+    return this.mq.queue(name).wire;
   }
 
-  /** The Redis server's clock, epoch ms (the clock every score is written with). */
-  private async now(): Promise<number> {
-    const [s, us] = await this.client.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  private now(): Promise<number> {
+    return model.serverNow(this.connector);
   }
 
   /** Whether a queue of this name is registered (has ever run a script). */
-  async has(queue: string): Promise<boolean> {
-    return (await this.client.sismember(QUEUES_KEY, queue)) === 1;
+  has(queue: string): Promise<boolean> {
+    return model.isRegistered(this.connector, queue);
   }
 
   /** The names in the registry of queues, sorted. */
-  async names(): Promise<string[]> {
-    return (await this.client.smembers(QUEUES_KEY)).sort();
+  names(): Promise<string[]> {
+    return model.registeredNames(this.connector);
   }
 
   /** The queues of `among` (default: every registered one) holding a job with this id, sorted. */
   async locate(id: string, among?: readonly string[]): Promise<string[]> {
     if (!isJobId(id)) return [];
-    const names: string[] = [];
-    const pipeline = this.client.pipeline();
+    const wires: QueueWire[] = [];
     for (const name of among ?? (await this.names())) {
       try {
-        pipeline.exists(this.queue(name).keys.job(id));
-        names.push(name);
-      } catch {
+        wires.push(this.wire(name));
+      } catch (err) {
+        if (!(err instanceof EchoMQError && err.code === 'EMQINPUT')) throw err;
         // not a valid queue name: someone else's member of the registry
       }
     }
-    const replies = names.length === 0 ? [] : ((await pipeline.exec()) ?? []);
-    return names.filter((_, i) => {
-      const [err, n] = replies[i]!;
-      if (err) throw err;
-      return n === 1;
-    });
+    const found = await model.haveRow(this.connector, wires, id);
+    return wires.filter((_, i) => found[i]).map((w) => w.name);
   }
 
   /** Every registered queue with its counts, by name. */
@@ -123,18 +118,19 @@ export class Inspector {
     const names = await this.names();
     const out = await Promise.all(
       names.map(async (name): Promise<QueueSummary | null> => {
-        let q: Queue;
+        let w: QueueWire;
         try {
-          q = this.queue(name);
-        } catch {
+          w = this.wire(name);
+        } catch (err) {
+          if (!(err instanceof EchoMQError && err.code === 'EMQINPUT')) throw err;
           return null; // not a valid queue name: someone else's member of the set
         }
         const [counts, paused, lanes, waiting, kept] = await Promise.all([
-          q.counts(),
-          q.isPaused(),
-          this.client.scard(q.keys.key('lanes')),
-          this.oldestWaiting(q),
-          this.kept(q),
+          reads.counts(w),
+          reads.isPaused(w),
+          model.laneCount(w),
+          this.oldestWaiting(w),
+          model.kept(w),
         ]);
         return { name, counts, paused, lanes, oldestWaitingMs: waiting.oldestMs, kept };
       }),
@@ -144,16 +140,16 @@ export class Inspector {
 
   /** One queue's counts, lanes, completion and failure rates of the last hour, and consumers. */
   async stats(queue: string): Promise<QueueStats> {
-    const q = this.queue(queue);
+    const w = this.wire(queue);
     const [counts, paused, lanes, rates, consumers, expiredLeases, waiting, kept] = await Promise.all([
-      q.counts(),
-      q.isPaused(),
-      q.lanes.list(),
-      this.rates(q),
+      reads.counts(w),
+      reads.isPaused(w),
+      reads.lanes(w),
+      this.rates(w),
       this.consumers(queue),
-      this.now().then((now) => this.client.zcount(q.keys.key('active'), '-inf', `(${now}`)),
-      this.oldestWaiting(q),
-      this.kept(q),
+      this.now().then((now) => model.expiredLeases(w, now)),
+      this.oldestWaiting(w),
+      model.kept(w),
     ]);
     return {
       name: queue,
@@ -169,51 +165,20 @@ export class Inspector {
     };
   }
 
-  /** The queue's retention counts (QueueStats.kept). */
-  private async kept(q: Queue): Promise<{ completed: number; dead: number }> {
-    const [completed, dead] = await this.client.hmget(q.keys.key('meta'), 'keep_completed', 'keep_dead');
-    return { completed: Number(completed ?? KEPT_COMPLETED), dead: Number(dead ?? KEPT_DEAD) };
-  }
-
   /**
    * The wait of the job next in line in flat pending and in each lane (the head of each set):
    * now minus the later of its creation and its run-at. Two round trips whatever the backlog.
    */
-  private async oldestWaiting(q: Queue): Promise<{ oldestMs: number | null; lanes: Record<string, number> }> {
-    const groups = await this.client.smembers(q.keys.key('lanes'));
-    const sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
-    const heads = this.client.pipeline();
-    for (const set of sets) heads.zrange(set, 0, 0);
-    const ids = ((await heads.exec()) ?? []).map(([err, reply]) => {
-      if (err) throw err;
-      return (reply as string[])[0];
-    });
-    const rows = this.client.pipeline();
-    for (const id of ids) if (id !== undefined) rows.hmget(q.keys.job(id), 'created', 'runat');
-    const [now, replies] = await Promise.all([
-      this.now(),
-      rows.length > 0 ? rows.exec() : Promise.resolve([]),
-    ]);
-    let r = 0;
-    const lineHeads = ids.map((id) => {
-      if (id === undefined) return undefined;
-      const [err, reply] = (replies ?? [])[r++] ?? [null, []];
-      if (err) throw err;
-      const [created, runAt] = reply as (string | null)[];
-      return [String(createdAt(id, created)), runAt ?? null]; // a minted id's row may have no created
-    });
-    return oldestWaits(now, groups, lineHeads);
+  private async oldestWaiting(
+    w: QueueWire,
+  ): Promise<{ oldestMs: number | null; lanes: Record<string, number> }> {
+    const [{ groups, heads }, now] = await Promise.all([model.lineHeads(w), this.now()]);
+    return oldestWaits(now, groups, heads);
   }
 
-  private async rates(q: Queue): Promise<QueueRates> {
+  private async rates(w: QueueWire): Promise<QueueRates> {
     const current = Math.floor((await this.now()) / 60_000);
-    const pipeline = this.client.pipeline();
-    for (let m = current - 59; m <= current; m++) pipeline.hmget(q.keys.stats(m), 'completed', 'failed');
-    const buckets = ((await pipeline.exec()) ?? []).map(([err, reply]) => {
-      if (err) throw err;
-      return reply as (string | null)[];
-    });
-    return hourRates(current - 59, buckets);
+    return hourRates(current - 59, await model.minuteStats(w, current - 59, current));
   }
 
   /**
@@ -230,8 +195,7 @@ export class Inspector {
     }
     const offset = wholeNumber(page.offset ?? 0, 'offset', 0, Number.MAX_SAFE_INTEGER);
     const limit = wholeNumber(page.limit ?? 50, 'limit', 1, MAX_LIMIT);
-    const q = this.queue(queue);
-    const c = this.client;
+    const w = this.wire(queue);
     let sets: string[];
     if (page.group !== undefined) {
       if (state !== 'pending') {
@@ -240,15 +204,12 @@ export class Inspector {
           `group applies to state pending only (a lane holds waiting jobs), got ${state}`,
         );
       }
-      sets = [q.keys.lane(page.group)];
-    } else if (state === 'pending') {
-      const groups = (await c.smembers(q.keys.key('lanes'))).sort();
-      sets = [q.keys.key('pending'), ...groups.map((g) => q.keys.lane(g))];
+      sets = [w.keys.lane(page.group)];
     } else {
-      sets = [q.keys.stateSet(state)];
+      sets = await reads.setsOf(w, state);
     }
-    if (page.tag !== undefined) return this.tagged(q, state, sets, page.tag, offset, limit);
-    const sizes = await Promise.all(sets.map((s) => c.zcard(s)));
+    if (page.tag !== undefined) return this.tagged(w, state, sets, page.tag, offset, limit);
+    const sizes = await model.sizes(w, sets);
     const total = sizes.reduce((a, b) => a + b, 0);
     // Map the page onto the sets laid end to end; each read is one ZRANGE of a slice.
     const ids: string[] = [];
@@ -261,27 +222,29 @@ export class Inspector {
         continue;
       }
       const stop = skip + (limit - ids.length) - 1;
-      const part = TERMINAL.has(state) ? await c.zrevrange(set, skip, stop) : await c.zrange(set, skip, stop);
-      ids.push(...part);
+      ids.push(...(await model.slice(w, set, skip, stop, TERMINAL.has(state))));
       skip = 0;
     }
-    const jobs: ListedJob[] = await this.rows(q, ids);
-    if (state === 'active') await this.withLeases(q, jobs);
+    const jobs: ListedJob[] = await reads.rows(w, ids);
+    if (state === 'active') await this.withLeases(w, jobs);
     return { total, jobs };
   }
 
   /** Adds each active job's lease deadline (its score in active) and whether it has passed. */
-  private async withLeases(q: Queue, jobs: ListedJob[]): Promise<void> {
+  private async withLeases(w: QueueWire, jobs: ListedJob[]): Promise<void> {
     if (jobs.length === 0) return;
-    const [now, scores] = await Promise.all([
+    const [now, deadlines] = await Promise.all([
       this.now(),
-      this.client.zmscore(q.keys.key('active'), ...jobs.map((j) => j.id)),
+      model.leaseDeadlines(
+        w,
+        jobs.map((j) => j.id),
+      ),
     ]);
     jobs.forEach((job, i) => {
-      const score = scores[i];
-      if (score === null || score === undefined) return;
-      job.leaseUntil = Number(score);
-      job.leaseExpired = job.leaseUntil < now;
+      const deadline = deadlines[i];
+      if (deadline === null || deadline === undefined) return;
+      job.leaseUntil = deadline;
+      job.leaseExpired = deadline < now;
     });
   }
 
@@ -327,18 +290,17 @@ export class Inspector {
     state: 'completed' | 'dead' | 'cancelled',
     olderThanMs = 0,
   ): Promise<number> {
-    const q = this.queue(queue);
+    const w = this.wire(queue);
     if (!TERMINAL.has(state)) {
       throw new EchoMQError('EMQINPUT', `state must be completed, dead or cancelled, got ${String(state)}`);
     }
     wholeNumber(olderThanMs, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER);
-    return this.client.zcount(q.keys.key(state), '-inf', (await this.now()) - olderThanMs);
+    return model.endedBefore(w, state, (await this.now()) - olderThanMs);
   }
 
-  /** The rows of `ids`, in order; ids whose row is gone (removed meanwhile) are left out. */
   /** A page of the jobs of `sets` that carry `tag`, read in order in chunks, bounded. */
   private async tagged(
-    q: Queue,
+    w: QueueWire,
     state: JobState,
     sets: string[],
     tag: string,
@@ -354,39 +316,18 @@ export class Inspector {
     for (const set of sets) {
       for (let start = 0; scanned < TAG_SCAN_MAX; start += TAG_CHUNK) {
         const stop = start + Math.min(TAG_CHUNK, TAG_SCAN_MAX - scanned) - 1;
-        const ids = TERMINAL.has(state)
-          ? await this.client.zrevrange(set, start, stop)
-          : await this.client.zrange(set, start, stop);
+        const ids = await model.slice(w, set, start, stop, TERMINAL.has(state));
         if (ids.length === 0) break;
         scanned += ids.length;
-        const pipeline = this.client.pipeline();
-        for (const id of ids) pipeline.hget(q.keys.job(id), 'tags');
-        const tags = ((await pipeline.exec()) ?? []).map(([err, v]) => {
-          if (err) throw err;
-          return (v as string | null) ?? '';
-        });
+        const tags = await reads.fieldsOf(w, ids, 'tags');
         for (const [i, id] of ids.entries()) {
-          if (!tags[i]!.split(',').includes(tag)) continue;
+          if (!(tags[i]![0] ?? '').split(',').includes(tag)) continue;
           if (total >= offset && matches.length < limit) matches.push(id);
           total += 1;
         }
       }
     }
-    return { total, jobs: await this.rows(q, matches), partial: scanned >= TAG_SCAN_MAX };
-  }
-
-  private async rows(q: Queue, ids: string[]): Promise<JobView[]> {
-    if (ids.length === 0) return [];
-    const pipeline = this.client.pipeline();
-    for (const id of ids) pipeline.hgetall(q.keys.job(id));
-    const replies = (await pipeline.exec()) ?? [];
-    const out: JobView[] = [];
-    replies.forEach(([err, row], i) => {
-      if (err) throw err;
-      const r = row as Record<string, string>;
-      if (r.state) out.push(jobView(ids[i]!, r));
-    });
-    return out;
+    return { total, jobs: await reads.rows(w, matches), partial: scanned >= TAG_SCAN_MAX };
   }
 
   /**
@@ -395,13 +336,12 @@ export class Inspector {
    * creation, at most 50,000 entries. Null when there is no such job.
    */
   async job(queue: string, id: string): Promise<JobDetail | null> {
-    const q = this.queue(queue);
+    const w = this.wire(queue);
     if (!isJobId(id)) return null; // no row can have it
-    const row = (await this.client.hgetall(q.keys.job(id))) as Record<string, string>;
+    const row = await model.rowFields(w, id);
     if (!row.state) return null;
     const view = jobView(id, row);
     const since = Math.max(0, view.createdAt - HISTORY_SLACK_MS);
-    const key = q.keys.key('events');
     const history: QueueEvent[] = [];
     let end = '+';
     let scanned = 0;
@@ -411,10 +351,7 @@ export class Inspector {
         truncated = true;
         break;
       }
-      const chunk = (await this.client.xrevrange(key, end, String(since), 'COUNT', HISTORY_CHUNK)) as [
-        string,
-        string[],
-      ][];
+      const chunk = await model.eventsBack(w, end, String(since), HISTORY_CHUNK);
       scanned += chunk.length;
       for (const [streamId, flat] of chunk) {
         for (const e of eventsOf(streamId, flat)) if (e.id === id) history.push(e);
@@ -423,17 +360,13 @@ export class Inspector {
       end = `(${chunk[chunk.length - 1]![0]}`;
     }
     history.reverse();
-    const logKey = `${q.keys.job(id)}:logs`;
-    const [logs, logCount] = await Promise.all([
-      this.client.lrange(logKey, -LOG_LINES_SHOWN, -1),
-      this.client.llen(logKey),
-    ]);
+    const { logs, count: logCount } = await reads.logPage(w, id, -LOG_LINES_SHOWN, LOG_LINES_SHOWN);
     const listed: ListedJob = view;
-    if (view.state === 'active') await this.withLeases(q, [listed]);
+    if (view.state === 'active') await this.withLeases(w, [listed]);
     const detail: JobDetail = { ...listed, history, historyTruncated: truncated, logs, logCount };
     if (row.parent !== undefined || row.children !== undefined) {
       detail.flow = {
-        children: await readDependencies(this.client, queue, id, { count: FLOW_CHILDREN_SHOWN }),
+        children: await readDependencies(this.connector, queue, id, { count: FLOW_CHILDREN_SHOWN }),
       };
       if (row.parent !== undefined)
         detail.flow.parent = remoteParent(row.parent) ?? { queue, id: row.parent };
@@ -443,7 +376,7 @@ export class Inspector {
 
   /** The queue's fixed cadences (Repeat) and job schedulers, soonest next run first. */
   async schedulers(queue: string): Promise<SchedulersResult> {
-    const q = this.queue(queue);
+    const q = this.mq.queue(queue);
     const [repeats, schedulers] = await Promise.all([q.repeat.list(), q.schedulers.list()]);
     return { repeats: repeats.map(repeatSummary), schedulers: schedulers.map(schedulerSummary) };
   }
@@ -453,18 +386,9 @@ export class Inspector {
    * STALE_BEATS beats is listed with alive false.
    */
   async consumers(queue: string): Promise<ConsumerInfo[]> {
-    const q = this.queue(queue);
-    const c = this.client;
+    const w = this.wire(queue);
     const now = await this.now();
-    const flat = await c.zrevrangebyscore(
-      q.keys.key('consumers'),
-      '+inf',
-      now - CONSUMER_WINDOW_MS,
-      'WITHSCORES',
-    );
-    if (flat.length === 0) return [];
-    const ids = flat.filter((_, i) => i % 2 === 0);
-    const infos = await c.hmget(q.keys.key('consumers:info'), ...ids);
-    return ids.map((id, i) => consumerInfo(id, Number(flat[i * 2 + 1]), infos[i] ?? null, now));
+    const seen = await model.consumersSince(w, now - CONSUMER_WINDOW_MS);
+    return seen.map((c) => consumerInfo(c.id, c.lastSeen, c.info, now));
   }
 }

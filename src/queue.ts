@@ -24,7 +24,6 @@ import type {
 } from './core/types.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
 import { deliverNotices } from './flow-handoff.js';
-import { type DependencyPage, type FlowTree, readDependencies, readFlow } from './flow-read.js';
 import { Lanes } from './lanes.js';
 import { type LogPage, readLogs } from './logs.js';
 import { Repeat } from './recurring/repeat.js';
@@ -35,6 +34,7 @@ import { clean, type DrainOptions, drain, type ObliterateOptions, obliterate } f
 import { type Admission, encodeJob } from './wire/admission.js';
 import type { Connector } from './wire/connector.js';
 import type { Durability, Replication } from './wire/durability.js';
+import { type DependencyPage, type FlowTree, readDependencies, readFlow } from './wire/flow-reads.js';
 import type { Keyspace } from './wire/keyspace.js';
 import { QueueWire, queueLimits } from './wire/queue-wire.js';
 import * as reads from './wire/reads.js';
@@ -155,7 +155,7 @@ export class Queue<D = unknown, R = unknown> {
   async flow(id: string): Promise<FlowTree | null> {
     this.connector.assertOpen();
     assertJobId(id);
-    return readFlow(this.connector.client, this.name, id);
+    return readFlow(this.connector, this.name, id);
   }
 
   /**
@@ -166,7 +166,7 @@ export class Queue<D = unknown, R = unknown> {
   async dependencies(id: string, opts?: { cursor?: number; count?: number }): Promise<DependencyPage> {
     this.connector.assertOpen();
     assertJobId(id);
-    return readDependencies(this.connector.client, this.name, id, opts);
+    return readDependencies(this.connector, this.name, id, opts);
   }
 
   /**

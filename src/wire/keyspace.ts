@@ -92,6 +92,16 @@ export class Keyspace {
     return `${this.job(id)}:failures`;
   }
 
+  /** A flow parent's children, in admission order (a child in another queue as '<its prefix><its id>'). */
+  deps(id: string): string {
+    return `${this.job(id)}:deps`;
+  }
+
+  /** The children a flow parent has counted (completed, or ended otherwise). */
+  processed(id: string): string {
+    return `${this.job(id)}:processed`;
+  }
+
   /** The id of the job kept for a dedupe key (SPEC 13). */
   dedupe(key: string): string {
     return `${this.prefix}dedupe:${key}`;
@@ -116,4 +126,11 @@ export class Keyspace {
   scheduler(id: string): string {
     return `${this.prefix}scheduler:${id}`;
   }
+}
+
+/** A job named by its queue's prefix and its id ('emq:{<queue>}:<id>', a flow's ref across queues). */
+export function remoteParent(ref: string): { queue: string; id: string } | undefined {
+  const at = ref.indexOf('}:');
+  if (!ref.startsWith('emq:{') || at === -1) return undefined;
+  return { queue: ref.slice(5, at), id: ref.slice(at + 2) };
 }

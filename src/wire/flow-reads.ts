@@ -4,11 +4,11 @@
 // another queue named '<its prefix><its id>') and P job:<id>:processed (the children the parent
 // has counted). Plain reads: a flow that changes while it is read may show either side of a move.
 
-import { wholeNumber } from './core/check.js';
-import { EchoMQError, optionsObject } from './core/errors.js';
-import type { JobState } from './core/types.js';
-import { remoteParent } from './flow-handoff.js';
-import type { RedisClient } from './wire/connector.js';
+import { wholeNumber } from '../core/check.js';
+import { EchoMQError, optionsObject } from '../core/errors.js';
+import type { JobState } from '../core/types.js';
+import type { Connector } from './connector.js';
+import { Keyspace, remoteParent } from './keyspace.js';
 
 /** A job of a flow with its state; `state` 'missing' when its row is gone (removed, retention). */
 export interface FlowTree {
@@ -55,7 +55,8 @@ function childOf(ref: string, queue: string): { id: string; queue: string } {
 }
 
 /** The tree under job `id` of queue `queue`, or null when no such job. */
-export async function readFlow(client: RedisClient, queue: string, id: string): Promise<FlowTree | null> {
+export async function readFlow(connector: Connector, queue: string, id: string): Promise<FlowTree | null> {
+  const client = connector.client;
   let read = 0;
   const visit = async (q: string, job: string): Promise<FlowTree> => {
     if (++read > TREE_LIMIT) {
@@ -64,10 +65,10 @@ export async function readFlow(client: RedisClient, queue: string, id: string): 
         `the flow has more than ${TREE_LIMIT} jobs: read it with queue.dependencies(id)`,
       );
     }
-    const key = `emq:{${q}}:job:${job}`;
+    const keys = new Keyspace(q);
     const [row, refs] = await Promise.all([
-      client.hmget(key, 'state', 'name'),
-      client.zrange(`${key}:deps`, 0, -1),
+      client.hmget(keys.job(job), 'state', 'name'),
+      client.zrange(keys.deps(job), 0, -1),
     ]);
     const children = await Promise.all(refs.map((r) => childOf(r, q)).map((c) => visit(c.queue, c.id)));
     const node: FlowTree = { id: job, queue: q, state: (row[0] as JobState | null) ?? 'missing', children };
@@ -80,7 +81,7 @@ export async function readFlow(client: RedisClient, queue: string, id: string): 
 
 /** One page of a parent's children, in admission order. */
 export async function readDependencies(
-  client: RedisClient,
+  connector: Connector,
   queue: string,
   id: string,
   options?: { cursor?: number; count?: number },
@@ -88,16 +89,17 @@ export async function readDependencies(
   const opts = optionsObject(options, 'dependencies options');
   const cursor = wholeNumber(opts.cursor ?? 0, 'cursor', 0);
   const count = wholeNumber(opts.count ?? 100, 'count', 1, 10_000);
-  const key = `emq:{${queue}}:job:${id}`;
-  const refs = await client.zrange(`${key}:deps`, cursor, cursor + count - 1);
+  const client = connector.client;
+  const keys = new Keyspace(queue);
+  const refs = await client.zrange(keys.deps(id), cursor, cursor + count - 1);
   const page: DependencyPage = { processed: [], pending: [], cursor: 0 };
   if (refs.length === 0) return page;
   const pipe = client.pipeline();
-  for (const r of refs) pipe.sismember(`${key}:processed`, r);
+  for (const r of refs) pipe.sismember(keys.processed(id), r);
   const ids = refs.map((r) => childOf(r, queue).id);
-  pipe.hmget(`${key}:results`, ...ids);
-  pipe.hmget(`${key}:failures`, ...ids);
-  pipe.zcard(`${key}:deps`);
+  pipe.hmget(keys.results(id), ...ids);
+  pipe.hmget(keys.failures(id), ...ids);
+  pipe.zcard(keys.deps(id));
   const replies = ((await pipe.exec()) ?? []).map(([err, v]) => {
     if (err) throw err;
     return v;
