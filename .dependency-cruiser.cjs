@@ -64,7 +64,7 @@ module.exports = {
         'read-model-sees-the-facade-as-types',
         READ_MODEL,
         FACADE,
-        'The Inspector takes EchoMQ as a type (it reaches a queue\'s wire through it), never the facade\'s code.',
+        "The Inspector takes EchoMQ as a type (it reaches a queue's wire through it), never the facade's code.",
       ),
       to: { path: FACADE, dependencyTypesNot: ['type-only'] },
     },
