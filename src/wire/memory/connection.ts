@@ -4,8 +4,9 @@
 // above it (the connector, consumers, tests' raw clients) cannot tell the difference.
 import { Duplex } from 'node:stream';
 import { Redis, type RedisOptions } from 'ioredis';
-import type { MemoryEngine, Session } from './engine.js';
+import type { MemoryEngine } from './engine.js';
 import { encode, type Reply, RequestParser } from './resp.js';
+import type { Session } from './session.js';
 
 /** The options key that carries the engine through ioredis (duplicate() copies it). */
 const ENGINE = 'echomqMemoryEngine';
