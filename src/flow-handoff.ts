@@ -10,14 +10,8 @@
 
 import { EchoMQError } from './core/errors.js';
 import { remoteParent } from './wire/keyspace.js';
-import type { ScriptName } from './wire/scripts.js';
-
-/** What delivery needs of a queue: its prefix and its scripts. */
-export interface NoticeQueue {
-  readonly name: string;
-  readonly keys: { readonly prefix: string };
-  run(name: ScriptName, argv: readonly (string | number)[]): Promise<unknown>;
-}
+import type { QueueWire } from './wire/queue-wire.js';
+import * as verbs from './wire/verbs/index.js';
 
 /**
  * Delivers every notice waiting in `queue` to its parent's queue (`reach` gives a queue by
@@ -25,43 +19,29 @@ export interface NoticeQueue {
  * A notice that can never be applied (its parent's queue name is not a valid name) is dropped.
  */
 export async function deliverNotices(
-  queue: NoticeQueue,
-  reach: (name: string) => NoticeQueue,
+  queue: QueueWire,
+  reach: (name: string) => QueueWire,
   batch = 100,
 ): Promise<number> {
   let done: string[] = [];
   let delivered = 0;
   for (;;) {
-    const reply = (await queue.run('notices', [queue.keys.prefix, batch, ...done])) as string[];
+    const waiting = await verbs.notices(queue, batch, done);
     done = [];
-    if (reply.length === 0) return delivered;
-    for (let i = 0; i + 4 < reply.length; i += 5) {
-      const [child, parent, outcome, result, error] = reply.slice(i, i + 5) as [
-        string,
-        string,
-        string,
-        string,
-        string,
-      ];
-      const to = remoteParent(parent);
-      let target: NoticeQueue | undefined;
+    if (waiting.length === 0) return delivered;
+    for (const notice of waiting) {
+      const to = remoteParent(notice.parent);
+      let target: QueueWire | undefined;
       try {
         target = to && reach(to.queue);
       } catch (err) {
         if (!(err instanceof EchoMQError && err.code === 'EMQINPUT')) throw err;
       }
       if (to && target) {
-        await target.run('child_notice', [
-          target.keys.prefix,
-          to.id,
-          queue.keys.prefix + child,
-          outcome,
-          result,
-          error,
-        ]);
+        await verbs.childNotice(target, to.id, queue.keys.prefix + notice.child, notice);
         delivered++;
       }
-      done.push(child);
+      done.push(notice.child);
     }
   }
 }

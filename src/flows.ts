@@ -12,9 +12,10 @@
 import { knownKeys } from './core/check.js';
 import { EchoMQError, showValue } from './core/errors.js';
 import type { EnqueueOptions } from './core/types.js';
-import { encodeJob } from './wire/admission.js';
+import { type Admission, encodeJob } from './wire/admission.js';
 import type { QueueWire } from './wire/queue-wire.js';
 import { keySlot } from './wire/slot.js';
+import * as verbs from './wire/verbs/index.js';
 
 /** Options of one job in a flow: enqueue's, without dedupe, plus what a parent may set. */
 export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {
@@ -62,10 +63,11 @@ export interface FlowOptions {
   atomic?: boolean;
 }
 
-/** One job of the flow, encoded: its queue, fields, and its place in the tree. */
+/** One job of the flow, encoded: its queue, its admission, and its place in the tree. */
 interface FlowEntry {
   queue: QueueWire;
-  fields: string[]; // payload .. lifo, as flow_add's 15-tuple has them after the id
+  job: Admission;
+  cont: '' | '1' | 'ignore';
   id: string;
   parent: FlowEntry | undefined;
   children: FlowEntry[];
@@ -138,26 +140,7 @@ export async function addFlow<D>(
         : onChildFailure === 'remove' || (onChildFailure === undefined && continueOnChildFailure === true)
           ? '1'
           : '';
-    const entry: FlowEntry = {
-      queue,
-      id: a.id,
-      // payload priority group name max backoff parent(filled per call) continue retain_* tags lifo
-      fields: [
-        a.payload,
-        a.priority,
-        a.group,
-        a.name,
-        a.max,
-        a.backoff,
-        cont,
-        a.retainCompleted,
-        a.retainDead,
-        a.tags,
-        a.lifo,
-      ],
-      parent,
-      children: [],
-    };
+    const entry: FlowEntry = { queue, job: a, cont, id: a.id, parent, children: [] };
     entries.push(entry);
     parent?.children.push(entry);
     const children = job.children ?? [];
@@ -174,11 +157,10 @@ export async function addFlow<D>(
   await Promise.all([...new Set(entries.map((e) => e.queue))].map((q) => q.greet()));
   const head = entries[0]!.queue;
   const slots = new Map<string, number>();
-  if (head.connector.client.isCluster)
+  if (head.connector.isCluster)
     for (const e of entries) slots.set(e.queue.name, keySlot(e.queue.keys.prefix));
   if (new Set(slots.values()).size <= 1) {
-    const reply = await head.run('flow_add', flowArgv(head, entries[0]!, new Set(entries)));
-    return { ...tree, status: reply === 1 ? 'added' : 'duplicate' };
+    return { ...tree, status: await verbs.flowAdd(head, flowTuples(head, entries[0]!, new Set(entries))) };
   }
   if (opts.atomic) {
     throw new EchoMQError(
@@ -199,9 +181,9 @@ export async function addFlow<D>(
       for (const c of e.children) if (c.queue === e.queue) grow(c);
     };
     grow(start);
-    let reply: unknown;
+    let reply: 'added' | 'duplicate';
     try {
-      reply = await start.queue.run('flow_add', flowArgv(start.queue, start, part));
+      reply = await verbs.flowAdd(start.queue, flowTuples(start.queue, start, part));
     } catch (err) {
       if (start === entries[0]) throw err;
       throw new EchoMQError(
@@ -210,18 +192,18 @@ export async function addFlow<D>(
           `${err instanceof Error ? err.message : String(err)}); call mq.flow again with the same job ids to admit the rest`,
       );
     }
-    if (start === entries[0] && reply !== 1) status = 'duplicate';
+    if (start === entries[0] && reply === 'duplicate') status = 'duplicate';
   }
   return { ...tree, status };
 }
 
 /**
- * flow_add's ARGV for the part of the tree from `start` in `call`'s queue (`part`: the jobs it
- * admits), as #15 tuples in tree order: a child of the part that is not in it goes as a ref in
- * its place (named and counted, admitted by its own part), so `deps` keeps the children's order.
+ * flow_add's jobs for the part of the tree from `start` in `call`'s queue (`part`: the jobs it
+ * admits), in tree order: a child of the part that is not in it goes as a ref in its place
+ * (named and counted, admitted by its own part), so `deps` keeps the children's order.
  */
-function flowArgv(call: QueueWire, start: FlowEntry, part: Set<FlowEntry>): string[] {
-  const argv = [call.keys.prefix, '#15'];
+function flowTuples(call: QueueWire, start: FlowEntry, part: Set<FlowEntry>): verbs.FlowTuple[] {
+  const tuples: verbs.FlowTuple[] = [];
   const push = (e: FlowEntry) => {
     const prefix = e.queue === call ? '' : e.queue.keys.prefix;
     // The first job's parent outside the call is named '<its prefix><its id>'.
@@ -230,40 +212,10 @@ function flowArgv(call: QueueWire, start: FlowEntry, part: Set<FlowEntry>): stri
       : part.has(e.parent)
         ? e.parent.id
         : e.parent.queue.keys.prefix + e.parent.id;
-    if (!part.has(e))
-      return void argv.push(prefix, e.id, '', '0', '', '', '', '', parent, '', '', '', '', '', '1');
-    const [payload, priority, group, name, max, backoff, cont, rc, rd, tags, lifo] = e.fields as [
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-    ];
-    argv.push(
-      prefix,
-      e.id,
-      payload,
-      priority,
-      group,
-      name,
-      max,
-      backoff,
-      parent,
-      cont,
-      rc,
-      rd,
-      tags,
-      lifo,
-      '',
-    );
+    if (!part.has(e)) return void tuples.push({ prefix, id: e.id, parent });
+    tuples.push({ prefix, id: e.id, parent, job: e.job, cont: e.cont });
     for (const c of e.children) push(c);
   };
   push(start);
-  return argv;
+  return tuples;
 }

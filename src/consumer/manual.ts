@@ -11,10 +11,11 @@ import { encodeJson } from '../core/codec.js';
 import { EchoMQError, optionsObject, thrownError } from '../core/errors.js';
 import type { Job } from '../core/types.js';
 import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 import { clip } from './acks.js';
 import { DEFAULT_BACKOFF } from './options.js';
 import { retryDecision } from './retry-policy.js';
-import { type ClaimReply, claimedJobs, type JobControl, UnrecoverableError } from './running.js';
+import { type JobControl, runningJobs, UnrecoverableError } from './running.js';
 
 export interface ClaimOptions {
   /** Lease length in ms of each job claimed (extend() pushes it). Default 30000. */
@@ -46,11 +47,9 @@ export class ClaimedJob<D = unknown, R = unknown> implements Job<D> {
   async complete(result?: R): Promise<void> {
     const encoded =
       result === undefined ? '' : encodeJson(result, 'job result', this.queue.limits.maxPayloadBytes);
-    const [statuses] = (await this.queue.run(
-      'complete',
-      [this.queue.keys.prefix, this.leaseMs, 0, this.id, this.token, encoded],
-      this.id,
-    )) as [string[]];
+    const { statuses } = await verbs.complete(this.queue, this.leaseMs, 0, [
+      { id: this.id, token: this.token, result: encoded },
+    ]);
     if (statuses[0] !== 'OK') throw this.stale('complete');
   }
 
@@ -62,16 +61,15 @@ export class ClaimedJob<D = unknown, R = unknown> implements Job<D> {
     const thrown = thrownError(error, MAX_ERROR_BYTES);
     const unrecoverable = thrown instanceof UnrecoverableError;
     const { delay, error: err } = retryDecision(this, thrown, unrecoverable, DEFAULT_BACKOFF, {});
-    const argv = [
-      this.queue.keys.prefix,
-      this.id,
-      this.token,
-      clip(err.message || String(err), MAX_ERROR_BYTES),
-      clip(err.stack ?? '', MAX_STACK_BYTES),
-      delay,
-    ];
     try {
-      return (await this.queue.run('fail', argv, this.id)) as 'retry' | 'dead' | 'cancelled';
+      return await verbs.fail(
+        this.queue,
+        this.id,
+        this.token,
+        clip(err.message || String(err), MAX_ERROR_BYTES),
+        clip(err.stack ?? '', MAX_STACK_BYTES),
+        delay,
+      );
     } catch (e) {
       if (e instanceof EchoMQError && e.code === 'EMQLEASE') throw this.stale('fail');
       throw e;
@@ -84,12 +82,7 @@ export class ClaimedJob<D = unknown, R = unknown> implements Job<D> {
    */
   async extend(ms: number = this.leaseMs): Promise<'ok' | 'cancel'> {
     const lease = atLeast(ms, 'extend ms', 1);
-    const [status] = (await this.queue.run('extend_lock', [
-      this.queue.keys.prefix,
-      lease,
-      this.id,
-      this.token,
-    ])) as [string];
+    const [status] = await verbs.extendLock(this.queue, lease, [{ id: this.id, token: this.token }]);
     if (status === 'lost') throw this.stale('extend');
     return status === 'cancel' ? 'cancel' : 'ok';
   }
@@ -102,9 +95,7 @@ export class ClaimedJob<D = unknown, R = unknown> implements Job<D> {
   async snooze(ms: number): Promise<number> {
     const delay = atLeast(ms, 'snooze ms', 1);
     try {
-      return Number(
-        await this.queue.run('snooze', [this.queue.keys.prefix, this.id, this.token, delay], this.id),
-      );
+      return await verbs.snooze(this.queue, this.id, this.token, delay);
     } catch (e) {
       if (e instanceof EchoMQError && e.code === 'EMQLEASE') throw this.stale('snooze');
       throw e;
@@ -139,9 +130,9 @@ export async function claimJobs<D, R>(
   const count = atLeast(n, 'claim n', 1);
   const opts = knownKeys(optionsObject(options, 'claim options'), CLAIM_OPTIONS, 'claim option');
   const leaseMs = atLeast(opts.leaseMs ?? 30_000, 'leaseMs', 1);
-  const [flat] = (await queue.run('claim', [queue.keys.prefix, count, leaseMs])) as ClaimReply;
+  const { jobs } = await verbs.claim(queue, count, leaseMs);
   const out: ClaimedJob<D, R>[] = [];
-  for (const { job, bad } of claimedJobs(NO_CONTROL as JobControl<D>, flat)) {
+  for (const { job, bad } of runningJobs(NO_CONTROL as JobControl<D>, jobs)) {
     const claimed = new ClaimedJob<D, R>(
       queue,
       job.id,

@@ -7,6 +7,7 @@
 import { atLeast } from '../core/check.js';
 import { EchoMQError, showValue } from '../core/errors.js';
 import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 
 function delayOf(ms: number, what: string): number {
   return atLeast(ms, what, 1, 'whole ms');
@@ -75,12 +76,11 @@ export function putBackOf(error: unknown): PutBack | undefined {
  * ends; -1 when its row was malformed and it was dead-lettered instead. EMQLEASE / EMQNOJOB (the
  * lease was lost) propagate as EchoMQError, for the caller to treat as a lost job.
  */
-export async function putBack(
-  wire: Pick<QueueWire, 'keys' | 'run'>,
+export function putBack(
+  wire: QueueWire,
   job: { id: string; token: string },
   asked: PutBack,
 ): Promise<number> {
-  const at = await wire.run(asked.verb, [wire.keys.prefix, job.id, job.token, asked.ms], job.id);
-  if (typeof at !== 'number') throw new EchoMQError('EMQPROTOCOL', `${asked.verb} replied ${String(at)}`);
-  return at;
+  const verb = asked.verb === 'snooze' ? verbs.snooze : verbs.rateLimit;
+  return verb(wire, job.id, job.token, asked.ms);
 }

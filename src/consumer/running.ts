@@ -5,6 +5,7 @@
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { EchoMQError, showValue } from '../core/errors.js';
 import type { Job, JobContext } from '../core/types.js';
+import * as verbs from '../wire/verbs/index.js';
 import { RateLimitError, SnoozeError } from './putback.js';
 
 /** Throw (or wrap) this to dead-letter a job at once, whatever attempts it has left. */
@@ -137,28 +138,27 @@ export interface Claimed<D> {
   bad: UnrecoverableError | undefined;
 }
 
-/** Entries per job in claim's flat reply: id, token, attempts, max attempts, payload, name, backoff. */
-const CLAIM_ENTRIES = 7;
-
-/** The jobs of claim's (or complete's) flat reply, decoded. */
+/** The jobs of claim's (or complete's) flat reply, decoded (the consumer's path until it takes verbs.claim). */
 export function claimedJobs<D>(control: JobControl<D>, flat: unknown[]): Claimed<D>[] {
-  const out: Claimed<D>[] = [];
-  for (let i = 0; i < flat.length; i += CLAIM_ENTRIES) {
-    const id = flat[i] as string;
-    const decoded = decodeClaimed(id, flat[i + 4], flat[i + 6]);
+  return runningJobs(control, verbs.claimedOf(flat));
+}
+
+/** The jobs a claim took (verbs.claim's), each ready to run or marked bad. */
+export function runningJobs<D>(control: JobControl<D>, jobs: readonly verbs.ClaimedJob[]): Claimed<D>[] {
+  return jobs.map((c) => {
+    const decoded = decodeClaimed(c.id, c.payload, c.backoff);
     const job = new Running<D>(
       control,
-      id,
-      String(flat[i + 1]),
-      Number(flat[i + 2]),
-      Number(flat[i + 3]),
+      c.id,
+      c.token,
+      c.attempts,
+      c.max,
       decoded.data as D,
-      (flat[i + 5] as string) || undefined,
+      c.name || undefined,
       decoded.backoff,
     );
-    out.push({ job, bad: decoded.bad });
-  }
-  return out;
+    return { job, bad: decoded.bad };
+  });
 }
 
 /**

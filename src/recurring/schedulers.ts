@@ -17,10 +17,11 @@
 //
 // Keys: `P schedulers` (zset: scheduler id scored by its upcoming occurrence's instant, +inf once
 // ended) and `P scheduler:<id>` (hash: repeat options, template, current occurrence, count).
-import { Backoff, type BackoffPolicy } from '../core/backoff.js';
+import type { BackoffPolicy } from '../core/backoff.js';
 import { assertName, knownKeys, wholeNumber } from '../core/check.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
+import { encodeTemplateOptions, jobName } from '../wire/admission.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import * as reads from '../wire/reads.js';
 import * as verbs from '../wire/verbs/index.js';
@@ -106,8 +107,6 @@ export interface AdvanceResult {
 
 const REPEAT_KEYS = new Set(['every', 'pattern', 'tz', 'immediately', 'startDate', 'endDate', 'limit']);
 const TEMPLATE_KEYS = new Set(['name', 'data', 'opts']);
-const JOB_OPTION_KEYS = new Set(['priority', 'group', 'attempts', 'backoff']);
-const PRIORITY_MAX = 2 ** 21;
 /** Compare-and-set retries of one upsert racing other writers of the same scheduler. */
 const UPSERT_TRIES = 10;
 /**
@@ -369,24 +368,13 @@ export class JobSchedulers {
       throw new EchoMQError('EMQINPUT', 'the scheduler template must be an object { name, data, opts }');
     }
     knownKeys(template, TEMPLATE_KEYS, 'template field');
-    const name = template.name ?? id;
-    if (typeof name !== 'string' || name.length > 200) {
-      throw new EchoMQError('EMQINPUT', 'name must be a string of at most 200 characters');
-    }
-    const opts = template.opts ?? {};
-    knownKeys(opts, JOB_OPTION_KEYS, 'job option');
-    if (opts.group !== undefined) assertName('group', opts.group);
-    return {
-      name,
-      data: encodeJson(
-        template.data === undefined ? {} : template.data,
-        'job data',
-        this.queue.limits.maxPayloadBytes,
-      ),
-      prio: String(wholeNumber(opts.priority ?? 0, 'priority', 0, PRIORITY_MAX)),
-      group: opts.group ?? '',
-      max: opts.attempts === undefined ? '' : String(wholeNumber(opts.attempts, 'attempts', 1, 1_000_000)),
-      backoff: opts.backoff === undefined ? '' : JSON.stringify(Backoff.validate(opts.backoff)),
-    };
+    const name = jobName(template.name ?? id);
+    const options = encodeTemplateOptions(template.opts ?? {});
+    const data = encodeJson(
+      template.data === undefined ? {} : template.data,
+      'job data',
+      this.queue.limits.maxPayloadBytes,
+    );
+    return { name, data, ...options };
   }
 }

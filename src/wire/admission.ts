@@ -2,7 +2,7 @@
 // (enqueue's 9- or 13-field tuple, schedule's fields, flow_add's tuple; a scheduler's template
 // uses the same priority, group, attempts and backoff rules). Every message here is checked word
 // for word by the tests.
-import { Backoff } from '../core/backoff.js';
+import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { assertName, atLeast, knownKeys, PRIORITY_MAX, wholeNumber } from '../core/check.js';
 import { encodeJson } from '../core/codec.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
@@ -63,17 +63,15 @@ export function encodeJob(
   const id = opts.id ?? mintJobId();
   assertJobId(id);
   if (opts.group !== undefined) assertName('group', opts.group);
-  if (opts.name !== undefined && (typeof opts.name !== 'string' || opts.name.length > 200)) {
-    throw new EchoMQError('EMQINPUT', 'name must be a string of at most 200 characters');
-  }
+  if (opts.name !== undefined) jobName(opts.name);
   return {
     id,
     payload: encodeJson(data, 'job data', limits.maxPayloadBytes),
-    priority: String(wholeNumber(opts.priority ?? 0, 'priority', 0, PRIORITY_MAX)),
+    priority: priorityOf(opts.priority),
     group: opts.group ?? '',
     name: opts.name ?? '',
-    max: String(wholeNumber(opts.attempts ?? limits.defaultAttempts, 'attempts', 1, 1_000_000)),
-    backoff: opts.backoff === undefined ? '' : JSON.stringify(Backoff.validate(opts.backoff)),
+    max: attemptsOf(opts.attempts ?? limits.defaultAttempts),
+    backoff: backoffOf(opts.backoff),
     ...dedupeFields(opts.dedupe),
     retainCompleted: retainSpec(opts.removeOnComplete, 'removeOnComplete'),
     retainDead: retainSpec(opts.removeOnFail, 'removeOnFail'),
@@ -81,6 +79,51 @@ export function encodeJob(
     lifo: lifoFlag(opts.lifo),
     timeout: opts.timeoutMs === undefined ? '' : String(atLeast(opts.timeoutMs, 'timeoutMs', 1)),
   };
+}
+
+/** The options a job scheduler's template takes: enqueue's priority, group, attempts and backoff. */
+type TemplateOptions = Pick<EnqueueOptions, 'priority' | 'group' | 'attempts' | 'backoff'>;
+
+const TEMPLATE_OPTIONS = new Set(['priority', 'group', 'attempts', 'backoff']);
+
+/**
+ * A scheduler template's options checked by enqueue's rules and encoded as its record keeps
+ * them: `max` '' when the template names no attempts (each occurrence takes the queue's).
+ */
+export function encodeTemplateOptions(opts: TemplateOptions): {
+  prio: string;
+  group: string;
+  max: string;
+  backoff: string;
+} {
+  knownKeys(opts, TEMPLATE_OPTIONS, 'job option');
+  if (opts.group !== undefined) assertName('group', opts.group);
+  return {
+    prio: priorityOf(opts.priority),
+    group: opts.group ?? '',
+    max: opts.attempts === undefined ? '' : attemptsOf(opts.attempts),
+    backoff: backoffOf(opts.backoff),
+  };
+}
+
+/** A job's name: a string of at most 200 characters. */
+export function jobName(name: unknown): string {
+  if (typeof name !== 'string' || name.length > 200) {
+    throw new EchoMQError('EMQINPUT', 'name must be a string of at most 200 characters');
+  }
+  return name;
+}
+
+function priorityOf(priority: number | undefined): string {
+  return String(wholeNumber(priority ?? 0, 'priority', 0, PRIORITY_MAX));
+}
+
+function attemptsOf(attempts: number): string {
+  return String(wholeNumber(attempts, 'attempts', 1, 1_000_000));
+}
+
+function backoffOf(backoff: BackoffPolicy | undefined): string {
+  return backoff === undefined ? '' : JSON.stringify(Backoff.validate(backoff));
 }
 
 /** True when a job needs enqueue's 13-field tuple (its own retention, tags or lifo) or more (a timeout). */

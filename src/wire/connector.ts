@@ -149,6 +149,11 @@ export class Connector {
     return this.closed;
   }
 
+  /** Whether the server is a Redis Cluster (keys of different hash slots need different calls). */
+  get isCluster(): boolean {
+    return this.client.isCluster;
+  }
+
   /** Whether the main connection is up now (a dropped one reconnects by itself). */
   get isReady(): boolean {
     return this.client.status === 'ready';

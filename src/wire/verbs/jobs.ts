@@ -109,16 +109,8 @@ export interface Claimed {
   nextDue: number;
 }
 
-/** claim's reply (and complete's tail): 7 entries per job, then the wake id, wait, clock, next due. */
-function claimed(reply: unknown[]): Claimed {
-  const [flat, wakeId, waitMs, now, nextDue, timeouts] = reply as [
-    unknown[],
-    string,
-    number,
-    number,
-    number,
-    string[] | undefined,
-  ];
+/** The jobs of claim's flat job list: 7 entries per job (id token attempts max payload name backoff). */
+export function claimedOf(flat: readonly unknown[]): ClaimedJob[] {
   const jobs: ClaimedJob[] = [];
   for (let i = 0; i < flat.length; i += 7) {
     jobs.push({
@@ -131,6 +123,20 @@ function claimed(reply: unknown[]): Claimed {
       backoff: flat[i + 6] as string,
     });
   }
+  return jobs;
+}
+
+/** claim's reply (and complete's tail): 7 entries per job, then the wake id, wait, clock, next due. */
+function claimed(reply: unknown[]): Claimed {
+  const [flat, wakeId, waitMs, now, nextDue, timeouts] = reply as [
+    unknown[],
+    string,
+    number,
+    number,
+    number,
+    string[] | undefined,
+  ];
+  const jobs = claimedOf(flat);
   // A trailing `id timeout_ms` list, only when a job taken has a timeout.
   if (timeouts && timeouts.length > 0) {
     const byId = new Map<string, number>();

@@ -1,5 +1,6 @@
-// The queue's verbs (SPEC 19.15-19.22): retry, clean, pause, resume, configure,
+// The queue's verbs (SPEC 19.15-19.22): retry, clean, flow_add, pause, resume, configure,
 // configure_lane and heartbeat. See verbs/index.ts.
+import type { Admission } from '../admission.js';
 import type { QueueWire } from '../queue-wire.js';
 
 type Arg = string | number;
@@ -19,6 +20,36 @@ export async function clean(
   limit: number,
 ): Promise<number> {
   return (await w.run('clean', [w.keys.prefix, state, olderThanMs, limit])) as number;
+}
+
+/**
+ * One job of a flow_add call (a #15 tuple): a job the call admits, or a ref (`job` absent), a
+ * child admitted by its own queue's call, only counted in its parent and indexed in its deps.
+ */
+export interface FlowTuple {
+  /** '' for a job of the call's queue, else its queue's prefix. */
+  prefix: string;
+  id: string;
+  /** '' for the root, the id of an earlier tuple, or (first tuple only) '<its prefix><its id>'. */
+  parent: string;
+  /** The job encoded; absent for a ref. */
+  job?: Admission;
+  /** '1' runs even when a child fails, 'ignore' also records the failure, '' otherwise. */
+  cont?: '' | '1' | 'ignore';
+}
+
+/** Admits a flow (or one queue's part of it), parents before their children; 'duplicate' writes nothing. */
+export async function flowAdd(w: QueueWire, tuples: readonly FlowTuple[]): Promise<'added' | 'duplicate'> {
+  const argv: string[] = [w.keys.prefix, '#15'];
+  for (const t of tuples) {
+    const a = t.job;
+    if (!a) argv.push(t.prefix, t.id, '', '0', '', '', '', '', t.parent, '', '', '', '', '', '1');
+    else {
+      argv.push(t.prefix, t.id, a.payload, a.priority, a.group, a.name, a.max, a.backoff, t.parent);
+      argv.push(t.cont ?? '', a.retainCompleted, a.retainDead, a.tags, a.lifo, '');
+    }
+  }
+  return (await w.run('flow_add', argv)) === 1 ? 'added' : 'duplicate';
 }
 
 // ── 19.18 pause, 19.19 resume, 19.20 configure, 19.21 configure_lane ──────────
