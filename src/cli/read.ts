@@ -117,58 +117,38 @@ export function registerReads(program: Command): void {
       wholeArg(1, 100_000),
       10_000,
     )
-    .action(
-      async (
-        queue: string,
-        opts: {
-          state: JobState;
-          limit: number;
-          offset: number;
-          group?: string;
-          tag?: string;
-          lane?: string;
-          name?: string;
-          grep?: string;
-          error?: string;
-          scan: number;
-        },
-        cmd: Command,
-      ) => {
-        const g = globals(cmd);
-        opts.group ??= opts.lane;
-        if (opts.group !== undefined && opts.state !== 'pending') {
-          throw new CliError(
-            EXIT.usage,
-            '--group applies to --state pending only (a lane holds waiting jobs)',
-          );
-        }
-        if (opts.name !== undefined || opts.grep !== undefined || opts.error !== undefined) {
-          return findJobs(g, queue, opts);
-        }
-        await withSession(g, async (s) => {
-          await requireQueue(s, queue);
-          const page = await s.inspector.jobs(queue, opts.state, {
-            offset: opts.offset,
-            limit: opts.limit,
-            ...(opts.group === undefined ? {} : { group: opts.group }),
-            ...(opts.tag === undefined ? {} : { tag: opts.tag }),
-          });
-          if (g.json) return printJson({ ...page, offset: opts.offset, limit: opts.limit });
-          const where = `${opts.state}${opts.group ? ` in lane ${opts.group}` : ''}${opts.tag ? ` tagged ${opts.tag}` : ''}`;
-          if (page.jobs.length === 0) {
-            return write(
-              `no ${where} jobs in queue ${queue}${page.total > 0 ? ` past offset ${opts.offset}` : ''}`,
-            );
-          }
-          const last = opts.offset + page.jobs.length;
-          write(
-            `${where}: ${opts.offset + 1}-${last} of ${page.total}${page.partial ? ' (of the first 10000 read)' : ''}`,
-          );
-          write(jobsTable(opts.state, page.jobs));
-          if (last < page.total) write(`next page: --offset ${last}`);
+    .action(async (queue: string, opts: JobsOptions & { lane?: string }, cmd: Command) => {
+      const g = globals(cmd);
+      opts.group ??= opts.lane;
+      if (opts.group !== undefined && opts.state !== 'pending') {
+        throw new CliError(EXIT.usage, '--group applies to --state pending only (a lane holds waiting jobs)');
+      }
+      if (opts.name !== undefined || opts.grep !== undefined || opts.error !== undefined) {
+        return findJobs(g, queue, opts);
+      }
+      await withSession(g, async (s) => {
+        await requireQueue(s, queue);
+        const page = await s.inspector.jobs(queue, opts.state, {
+          offset: opts.offset,
+          limit: opts.limit,
+          ...(opts.group === undefined ? {} : { group: opts.group }),
+          ...(opts.tag === undefined ? {} : { tag: opts.tag }),
         });
-      },
-    );
+        if (g.json) return printJson({ ...page, offset: opts.offset, limit: opts.limit });
+        const where = `${opts.state}${opts.group ? ` in lane ${opts.group}` : ''}${opts.tag ? ` tagged ${opts.tag}` : ''}`;
+        if (page.jobs.length === 0) {
+          return write(
+            `no ${where} jobs in queue ${queue}${page.total > 0 ? ` past offset ${opts.offset}` : ''}`,
+          );
+        }
+        const last = opts.offset + page.jobs.length;
+        write(
+          `${where}: ${opts.offset + 1}-${last} of ${page.total}${page.partial ? ' (of the first 10000 read)' : ''}`,
+        );
+        write(jobsTable(opts.state, page.jobs));
+        if (last < page.total) write(`next page: --offset ${last}`);
+      });
+    });
 
   jobCommand(
     program,
@@ -275,26 +255,25 @@ export function registerReads(program: Command): void {
     );
 }
 
+/** `echomq jobs`'s options, as commander hands them over (--lane already folded into group). */
+interface JobsOptions {
+  state: JobState;
+  limit: number;
+  offset: number;
+  group?: string;
+  tag?: string;
+  name?: string;
+  grep?: string;
+  error?: string;
+  scan: number;
+}
+
 /**
  * `jobs --name/--grep/--error` (with --tag and --lane too): reads the state's jobs page by page (at most `scan` of them) and keeps
  * the matching ones, up to `limit`; says how many it read, so a bounded search is never
  * mistaken for "there are none".
  */
-async function findJobs(
-  g: ReturnType<typeof globals>,
-  queue: string,
-  opts: {
-    state: JobState;
-    limit: number;
-    offset: number;
-    group?: string;
-    tag?: string;
-    name?: string;
-    grep?: string;
-    error?: string;
-    scan: number;
-  },
-): Promise<void> {
+async function findJobs(g: ReturnType<typeof globals>, queue: string, opts: JobsOptions): Promise<void> {
   await withSession(g, async (s) => {
     await requireQueue(s, queue);
     const found = await s.inspector.find(queue, opts.state, {
