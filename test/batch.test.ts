@@ -1,28 +1,16 @@
 // Batch consumption (queue.consumeBatch) on a real redis-server with several consumers: up to
 // `size` jobs per handler call, a batch that waits at most waitMs to fill, a per-job outcome, one
 // complete call for a batch's completions, and size 0 refused.
-import { describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer/consumer.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
-import { closeAll, deferred, expectRefused } from './support/observe.js';
+import { describe, expect } from 'vitest';
+import { queueTest, useRedisServer } from './support/harness.js';
+import { deferred, expectRefused } from './support/observe.js';
 
 const env = useRedisServer();
 
-let q: Queue<number, number>;
-const consumers: Consumer<number, number>[] = [];
-
-useQueue<number, number>(
-  env,
-  'batch',
-  (f) => {
-    q = f.q;
-  },
-  () => closeAll(consumers),
-);
+const it = queueTest<number, number>(env, 'batch');
 
 describe('queue.consumeBatch()', () => {
-  it('hands two consumers batches of at most size jobs; every job runs once', async () => {
+  it('hands two consumers batches of at most size jobs; every job runs once', async ({ q, consumers }) => {
     const sizes: number[] = [];
     const seen: number[] = [];
     for (let i = 0; i < 2; i++) {
@@ -44,7 +32,10 @@ describe('queue.consumeBatch()', () => {
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(30);
   });
 
-  it('completes some jobs of a batch and fails others; the completions go as one complete call', async () => {
+  it('completes some jobs of a batch and fails others; the completions go as one complete call', async ({
+    q,
+    consumers,
+  }) => {
     const c = q.consumeBatch(
       async (batch) => {
         for (const job of batch.jobs) if (job.data % 2 === 1) batch.fail(job, new Error(`odd ${job.data}`));
@@ -69,7 +60,7 @@ describe('queue.consumeBatch()', () => {
     expect(completeCalls).toBe(1);
   });
 
-  it('a batch waits at most waitMs to fill, then runs with what it has', async () => {
+  it('a batch waits at most waitMs to fill, then runs with what it has', async ({ q, consumers }) => {
     const got = deferred<number>();
     const c = q.consumeBatch(
       async (batch) => {
@@ -84,7 +75,7 @@ describe('queue.consumeBatch()', () => {
     expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBeUndefined(); // completed without a result
   });
 
-  it('a handler that throws fails every job of its batch', async () => {
+  it('a handler that throws fails every job of its batch', async ({ q, consumers }) => {
     const c = q.consumeBatch(
       async () => {
         throw new Error('downstream down');
@@ -98,7 +89,7 @@ describe('queue.consumeBatch()', () => {
     expect((await q.get(made[0]!.id))?.error?.message).toBe('downstream down');
   });
 
-  it('refuses size 0, a bad waitMs or concurrency, and a handler that is not a function', async () => {
+  it('refuses size 0, a bad waitMs or concurrency, and a handler that is not a function', async ({ q }) => {
     await expectRefused(() => q.consumeBatch(async () => [], { size: 0 }), 'EMQINPUT');
     await expectRefused(() => q.consumeBatch(async () => [], { size: 2, waitMs: -1 }), 'EMQINPUT');
     await expectRefused(() => q.consumeBatch(async () => [], { size: 2, concurrency: 0 }), 'EMQINPUT');

@@ -1,27 +1,17 @@
 // consumer.pause() / resume() on a real redis-server: the paused consumer stops claiming and its
 // running jobs finish, while the queue is not paused and another consumer goes on taking work.
-import { describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer/consumer.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
-import { closeAll, deferred } from './support/observe.js';
+import { describe, expect } from 'vitest';
+import { queueTest, useRedisServer } from './support/harness.js';
+import { deferred } from './support/observe.js';
 
 const env = useRedisServer();
-
-let q: Queue<number, number>;
-const consumers: Consumer<number, number>[] = [];
-
-useQueue<number, number>(
-  env,
-  'cpause',
-  (f) => {
-    q = f.q;
-  },
-  () => closeAll(consumers),
-);
+const it = queueTest<number, number>(env, 'cpause');
 
 describe('consumer.pause() and resume()', () => {
-  it('stops this consumer claiming once its running job finishes; the other consumer takes the rest', async () => {
+  it('stops this consumer claiming once its running job finishes; the other consumer takes the rest', async ({
+    q,
+    consumers,
+  }) => {
     const ran: Record<string, number[]> = { a: [], b: [] };
     const gate = deferred();
     const started = deferred();
@@ -59,7 +49,7 @@ describe('consumer.pause() and resume()', () => {
     expect(await a.idle()).toBeUndefined(); // a paused consumer with nothing running is idle
   });
 
-  it('resume() claims again at once', async () => {
+  it('resume() claims again at once', async ({ q, consumers }) => {
     const seen: number[] = [];
     const c = q.consume(async (job) => {
       seen.push(job.data);

@@ -1,27 +1,17 @@
 // Manual consumption (queue.claim) on a real redis-server: jobs taken by hand with their lease
 // tokens; complete, fail and extend fenced by the token like a consumer's own calls, a late call
 // refused with EMQLEASE and nothing changed; several claimers never get the same job.
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { UnrecoverableError } from '../src/consumer/consumer.js';
 import { EchoMQError } from '../src/core/errors.js';
-import type { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 import { expectRefused, refusal } from './support/observe.js';
 
 const env = useRedisServer();
-
-let mq: EchoMQ;
-let raw: Redis;
-let q: Queue<{ n: number }, string>;
-
-useQueue<{ n: number }, string>(env, 'manual', (f) => {
-  ({ mq, raw, q } = f);
-});
+const it = queueTest<{ n: number }, string>(env, 'manual');
 
 describe('queue.claim()', () => {
-  it('hands each job to one claimer only, and complete() stores the result', async () => {
+  it('hands each job to one claimer only, and complete() stores the result', async ({ mq, q }) => {
     for (let n = 0; n < 6; n++) await q.enqueue({ n });
     const other = mq.queue<{ n: number }, string>(q.name);
     const [a, b] = await Promise.all([q.claim(4), other.claim(4)]);
@@ -35,7 +25,9 @@ describe('queue.claim()', () => {
     expect((await q.get(first.id))?.result).toBe(`done ${first.data.n}`);
   });
 
-  it('fail() retries per the backoff while attempts remain, then dead; an UnrecoverableError dead-letters at once', async () => {
+  it('fail() retries per the backoff while attempts remain, then dead; an UnrecoverableError dead-letters at once', async ({
+    q,
+  }) => {
     const { id } = await q.enqueue({ n: 1 }, { attempts: 2, backoff: { kind: 'fixed', ms: 0 } });
     const [first] = await q.claim(1);
     expect(await first!.fail(new Error('flaky'))).toBe('retry');
@@ -48,7 +40,10 @@ describe('queue.claim()', () => {
     expect(await third!.fail(new UnrecoverableError('bad input'))).toBe('dead');
   });
 
-  it('a late complete, fail or extend (the lease taken over) is refused with EMQLEASE and changes nothing', async () => {
+  it('a late complete, fail or extend (the lease taken over) is refused with EMQLEASE and changes nothing', async ({
+    raw,
+    q,
+  }) => {
     const { id } = await q.enqueue({ n: 1 });
     const [stale] = await q.claim(1, { leaseMs: 50 });
     // Its lease runs out and recovery hands the job to another claimer.
@@ -72,7 +67,7 @@ describe('queue.claim()', () => {
     await expectRefused(() => fresh!.fail(new Error('after the end')), 'EMQLEASE');
   });
 
-  it('extend() pushes the lease deadline and reports a requested cancel', async () => {
+  it('extend() pushes the lease deadline and reports a requested cancel', async ({ raw, q }) => {
     const { id } = await q.enqueue({ n: 1 });
     const [job] = await q.claim(1, { leaseMs: 1000 });
     const before = Number(await raw.zscore(q.keys.key('active'), id));
@@ -83,7 +78,9 @@ describe('queue.claim()', () => {
     expect(await job!.fail(new Error('stopped'))).toBe('cancelled');
   });
 
-  it('snooze() puts the job back for later without spending an attempt; a late snooze is refused', async () => {
+  it('snooze() puts the job back for later without spending an attempt; a late snooze is refused', async ({
+    q,
+  }) => {
     const { id } = await q.enqueue({ n: 1 });
     const [job] = await q.claim(1);
     const at = await job!.snooze(60_000);
@@ -92,7 +89,7 @@ describe('queue.claim()', () => {
     await expectRefused(() => job!.snooze(0), 'EMQINPUT');
   });
 
-  it('refuses n below 1, a bad leaseMs or an unknown option, claiming nothing', async () => {
+  it('refuses n below 1, a bad leaseMs or an unknown option, claiming nothing', async ({ q }) => {
     await q.enqueue({ n: 1 });
     for (const call of [
       () => q.claim(0),

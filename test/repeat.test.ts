@@ -5,14 +5,12 @@
 // for seconds, and past instants stand in for periods no pump ran.
 import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
-import type { Consumer } from '../src/consumer/consumer.js';
 import type { ErrorCode } from '../src/core/errors.js';
 import { occurrenceId } from '../src/core/ids.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
 import { queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
 import {
-  closeAll,
   deferred,
   occupiedConsumer,
   poll,
@@ -45,23 +43,11 @@ async function refused(call: () => unknown): Promise<ErrorCode> {
 
 /** Each test's own queue, the consumers and connections it opens (closed after it), and reads of its keys. */
 const it = queueTest(env, 'repeat').extend<{
-  consumers: Consumer[];
-  others: EchoMQ[];
   serverNow: () => Promise<number>;
   score: (set: string, member: string) => Promise<number | null>;
   events: () => Promise<Record<string, string>[]>;
   occurrenceRows: (n: string) => Promise<Map<string, Record<string, string>>>;
 }>({
-  consumers: async ({ defer }, use) => {
-    const list: Consumer[] = [];
-    defer(() => closeAll(list, []));
-    await use(list);
-  },
-  others: async ({ defer }, use) => {
-    const list: EchoMQ[] = [];
-    defer(() => closeAll([], list));
-    await use(list);
-  },
   serverNow: async ({ raw }, use) => use(() => serverClock(raw)),
   score: async ({ raw, key }, use) => use((set, member) => scoreOf(raw, key(set), member)),
   events: async ({ raw, key }, use) => use(() => streamFields(raw, key('events'))),

@@ -6,7 +6,6 @@
 // at every slot, each once. Periods are tens to hundreds of ms.
 import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
-import type { Consumer } from '../src/consumer/consumer.js';
 import type { ErrorCode } from '../src/core/errors.js';
 import { occurrenceId } from '../src/core/ids.js';
 import { EchoMQ } from '../src/echomq.js';
@@ -15,7 +14,6 @@ import { calculateNextMillis } from '../src/recurring/next-run.js';
 import { nextOccurrence } from '../src/recurring/schedulers.js';
 import { queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
 import {
-  closeAll,
   deferred,
   occupiedConsumer,
   poll,
@@ -42,23 +40,11 @@ async function occurrenceRowsOf(
 
 /** Each test's own queue, the consumers and connections it opens (closed after it), and reads of its keys. */
 const it = queueTest(env, 'sched').extend<{
-  consumers: Consumer[];
-  others: EchoMQ[];
   serverNow: () => Promise<number>;
   /** Ids in the schedule set that are occurrences of scheduler `id`. */
   scheduled: (id: string) => Promise<string[]>;
   occurrenceRows: (id: string) => Promise<Map<string, Record<string, string>>>;
 }>({
-  consumers: async ({ defer }, use) => {
-    const list: Consumer[] = [];
-    defer(() => closeAll(list, []));
-    await use(list);
-  },
-  others: async ({ defer }, use) => {
-    const list: EchoMQ[] = [];
-    defer(() => closeAll([], list));
-    await use(list);
-  },
   serverNow: async ({ raw }, use) => use(() => serverClock(raw)),
   scheduled: async ({ raw, key }, use) =>
     use(async (id) => (await raw.zrange(key('schedule'), 0, -1)).filter((m) => m.endsWith(`:s:${id}`))),

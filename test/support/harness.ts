@@ -1,6 +1,7 @@
 // Per-file test wiring: one redis-server for the file, a fresh EchoMQ per test.
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, it } from 'vitest';
+import type { Consumer } from '../../src/consumer/consumer.js';
 import { EchoMQ } from '../../src/echomq.js';
 import type { Queue } from '../../src/queue.js';
 import { MemoryServer, onMemory } from './memory-server.js';
@@ -85,6 +86,10 @@ export interface QueueTestContext<D = unknown, R = unknown> extends QueueFixture
    * readers and extra connections a test opens.
    */
   defer(fn: () => unknown): void;
+  /** Consumers the test starts (push them): closed after it, { timeoutMs: 0 }, before the connections. */
+  consumers: Consumer<D, R>[];
+  /** Other things the test opens (EchoMQ connections, event readers): closed after it. */
+  others: { close(): Promise<unknown> }[];
 }
 
 /**
@@ -96,7 +101,10 @@ export interface QueueTestContext<D = unknown, R = unknown> extends QueueFixture
 export function queueTest<D = unknown, R = unknown>(env: { readonly server: RedisServer }, prefix: string) {
   // The queue's name is the fixture `queueName` (a test context cannot have its own `name`).
   return it.extend<
-    Omit<QueueTestContext<D, R>, 'name'> & { queueName: string; opened: QueueTestContext<D, R> }
+    Omit<QueueTestContext<D, R>, 'name'> & {
+      queueName: string;
+      opened: Omit<QueueTestContext<D, R>, 'consumers' | 'others'>;
+    }
   >({
     // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
     opened: async ({}, use) => {
@@ -117,6 +125,16 @@ export function queueTest<D = unknown, R = unknown>(env: { readonly server: Redi
     P: async ({ opened }, use) => use(opened.P),
     key: async ({ opened }, use) => use(opened.key),
     defer: async ({ opened }, use) => use(opened.defer),
+    consumers: async ({ opened }, use) => {
+      const list: Consumer<D, R>[] = [];
+      opened.defer(() => Promise.all(list.splice(0).map((c) => c.close({ timeoutMs: 0 }))));
+      await use(list);
+    },
+    others: async ({ opened }, use) => {
+      const list: { close(): Promise<unknown> }[] = [];
+      opened.defer(() => Promise.all(list.splice(0).map((o) => o.close())));
+      await use(list);
+    },
   });
 }
 
