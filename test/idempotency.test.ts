@@ -1,43 +1,37 @@
 // The idempotency window (issue 12, point 6): an ended job's id stays known after retention or
 // clean deleted its row, so a producer that retries an enqueue (after a timeout, say) gets
 // `duplicate` instead of running the job twice; past the window the id is free again.
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 import { pause, poll } from './support/wait.js';
 
 const env = useRedisServer();
 
-let q: Queue<number, number>;
-let raw: Redis;
-let P: string;
-let consumer: Consumer<number, number> | undefined;
+/** Each test's own queue, and `complete(n, fail?)`: enqueues `n` jobs with ids of our own (`JOBidem-<i>`) and runs them all to an end. */
+const it = queueTest<number, number>(env, 'idem').extend<{
+  complete: (n: number, fail?: boolean) => Promise<string[]>;
+}>({
+  complete: async ({ q, consumers }, use) => use((n, fail) => complete(q, consumers, n, fail)),
+});
 
-useQueue<number, number>(
-  env,
-  'idem',
-  (f) => {
-    ({ q, raw, P } = f);
-  },
-  async () => {
-    await consumer?.close({ timeoutMs: 0 });
-    consumer = undefined;
-  },
-);
-
-/** Enqueues `n` jobs with ids of our own (`JOBidem-<i>`) and runs them all to completed. */
-async function complete(n: number, fail = false): Promise<string[]> {
+async function complete(
+  q: Queue<number, number>,
+  consumers: Consumer<number, number>[],
+  n: number,
+  fail = false,
+): Promise<string[]> {
   const ids = Array.from({ length: n }, (_, i) => `JOBidem-${i}`);
   await q.enqueueMany(ids.map((id, i) => ({ data: i, opts: { id, attempts: 1 } })));
-  consumer = q.consume(
+  const consumer = q.consume(
     (job) => {
       if (fail) throw new Error('no');
       return job.data;
     },
     { concurrency: 20, beatMs: 100 },
   );
+  consumers.push(consumer); // closed after the test if it fails before the close below
   await poll(
     () => q.counts(),
     (c) => c.pending + c.active + c.scheduled === 0,
@@ -46,12 +40,16 @@ async function complete(n: number, fail = false): Promise<string[]> {
   );
 
   await consumer.close();
-  consumer = undefined;
   return ids;
 }
 
 describe('ended ids stay known for the idempotency window, whatever retention deleted', () => {
-  it('default retention (1,000 completed), 1,200 completions: the first id enqueued again is a duplicate', async () => {
+  it('default retention (1,000 completed), 1,200 completions: the first id enqueued again is a duplicate', async ({
+    raw,
+    q,
+    P,
+    complete,
+  }) => {
     const ids = await complete(1200);
     // Retention (in batches: up to 100 over the 1,000) deleted the rows of the earliest: their
     // ids are known all the same.
@@ -72,7 +70,12 @@ describe('ended ids stay known for the idempotency window, whatever retention de
     expect(await raw.exists(`${P}job:${ids[0]}`)).toBe(0); // nothing was written for it
   });
 
-  it('dead-lettered jobs trimmed by their retention, and jobs deleted by clean, are known too', async () => {
+  it('dead-lettered jobs trimmed by their retention, and jobs deleted by clean, are known too', async ({
+    raw,
+    q,
+    P,
+    complete,
+  }) => {
     await q.configure({ retention: { dead: { count: 5 } } });
     const ids = await complete(20, true);
     expect(await raw.exists(`${P}job:${ids[0]}`)).toBe(0);
@@ -82,7 +85,12 @@ describe('ended ids stay known for the idempotency window, whatever retention de
     expect(await q.enqueue(1, { id: ids[19] })).toMatchObject({ status: 'duplicate' });
   });
 
-  it('configure({ idempotencyMs }): past the window an ended id may be enqueued again; 0 keeps none', async () => {
+  it('configure({ idempotencyMs }): past the window an ended id may be enqueued again; 0 keeps none', async ({
+    raw,
+    q,
+    P,
+    complete,
+  }) => {
     await q.configure({ retention: { completed: { count: 0 } }, idempotencyMs: 50 });
     const [id] = await complete(1);
     expect(await q.enqueue(1, { id })).toMatchObject({ status: 'duplicate' });
@@ -96,7 +104,11 @@ describe('ended ids stay known for the idempotency window, whatever retention de
     expect(await q.enqueue(1, { id })).toMatchObject({ status: 'enqueued' });
   });
 
-  it('keeps only the id and its end instant: a compact structure, trimmed as it is written', async () => {
+  it('keeps only the id and its end instant: a compact structure, trimmed as it is written', async ({
+    raw,
+    P,
+    complete,
+  }) => {
     await complete(1200);
     const n = await raw.zcard(`${P}ids:ended`);
     expect(n).toBeGreaterThanOrEqual(100);

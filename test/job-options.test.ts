@@ -1,37 +1,42 @@
 // A job's own options on a real server: removeOnComplete / removeOnFail (its own retention,
 // applied by the call that ends it), tags (stored, shown, filtered in Inspector.jobs) and lifo
 // (claimed before the jobs of its priority that wait already).
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
-import type { EchoMQ } from '../src/echomq.js';
+import { describe, expect } from 'vitest';
 import { Inspector } from '../src/inspect.js';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
 
-let mq: EchoMQ;
-let raw: Redis;
-let q: Queue;
-let P: string;
-
-useQueue(env, 'jobopts', (f) => {
-  ({ mq, raw, q, P } = f);
+/** Each test's own queue, with claim(n) and complete(jobs) calling the scripts on it. */
+const it = queueTest(env, 'jobopts').extend<{
+  claim: (n: number) => Promise<{ id: string; token: string }[]>;
+  complete: (jobs: { id: string; token: string }[]) => Promise<void>;
+}>({
+  claim: async ({ q }, use) => use((n) => claim(q, n)),
+  complete: async ({ q }, use) => use((jobs) => complete(q, jobs)),
 });
 
-async function claim(n: number): Promise<{ id: string; token: string }[]> {
+async function claim(q: Queue, n: number): Promise<{ id: string; token: string }[]> {
+  const P = q.keys.prefix;
   const [flat] = (await q.run('claim', [P, n, 60_000])) as [(string | number)[]];
   const out = [];
   for (let i = 0; i < flat.length; i += 7) out.push({ id: String(flat[i]), token: String(flat[i + 1]) });
   return out;
 }
 
-async function complete(jobs: { id: string; token: string }[]): Promise<void> {
-  await q.run('complete', [P, 60_000, 0, ...jobs.flatMap((j) => [j.id, j.token, ''])]);
+async function complete(q: Queue, jobs: { id: string; token: string }[]): Promise<void> {
+  await q.run('complete', [q.keys.prefix, 60_000, 0, ...jobs.flatMap((j) => [j.id, j.token, ''])]);
 }
 
 describe('removeOnComplete and removeOnFail', () => {
-  it('true deletes the job (row, log) in the call that completes it; the queue keeps the others', async () => {
+  it('true deletes the job (row, log) in the call that completes it; the queue keeps the others', async ({
+    raw,
+    q,
+    P,
+    claim,
+    complete,
+  }) => {
     const gone = await q.enqueue({ n: 1 }, { removeOnComplete: true });
     const kept = await q.enqueue({ n: 2 });
     await complete(await claim(2));
@@ -40,7 +45,13 @@ describe('removeOnComplete and removeOnFail', () => {
     expect(await raw.exists(`${P}job:${gone.id}:logs`)).toBe(0);
   });
 
-  it('a count keeps that many completed jobs when this one completes; ageMs bounds their age', async () => {
+  it('a count keeps that many completed jobs when this one completes; ageMs bounds their age', async ({
+    raw,
+    q,
+    P,
+    claim,
+    complete,
+  }) => {
     const first = await q.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ data: i })));
     await complete(await claim(5));
     const last = await q.enqueue({ n: 'last' }, { removeOnComplete: 2 });
@@ -54,7 +65,7 @@ describe('removeOnComplete and removeOnFail', () => {
     expect(await raw.zrange(`${P}completed`, 0, -1)).toEqual([aged.id]);
   });
 
-  it('removeOnFail applies when the job is dead, not on a retry', async () => {
+  it('removeOnFail applies when the job is dead, not on a retry', async ({ raw, q, P, claim }) => {
     const { id } = await q.enqueue({}, { attempts: 2, removeOnFail: true });
     let [j] = await claim(1);
     await q.run('fail', [P, id, j!.token, 'boom', '', 0], id);
@@ -65,7 +76,7 @@ describe('removeOnComplete and removeOnFail', () => {
     expect(await raw.zcard(`${P}dead`)).toBe(0);
   });
 
-  it('works through a consumer, scheduled jobs included', async () => {
+  it('works through a consumer, scheduled jobs included', async ({ raw, q, P }) => {
     const later = await q.enqueueIn({}, 0, { removeOnComplete: true });
     const consumer = q.consume(() => 'ok');
     try {
@@ -76,7 +87,7 @@ describe('removeOnComplete and removeOnFail', () => {
     expect(await raw.zcard(`${P}completed`)).toBe(0);
   });
 
-  it('refuses bad values before the wire', async () => {
+  it('refuses bad values before the wire', async ({ q }) => {
     for (const bad of [-1, 1.5, 'yes', { count: -1 }, { age: 5 }, {}, [], null]) {
       await expect(q.enqueue({}, { removeOnComplete: bad as never })).rejects.toMatchObject({
         code: 'EMQINPUT',
@@ -88,7 +99,7 @@ describe('removeOnComplete and removeOnFail', () => {
 });
 
 describe('tags', () => {
-  it('are kept on the job, shown in its view and filter Inspector.jobs', async () => {
+  it('are kept on the job, shown in its view and filter Inspector.jobs', async ({ mq, q }) => {
     const a = await q.enqueue({}, { tags: ['billing', 'eu'] });
     await q.enqueue({}, { tags: ['eu'] });
     const c = await q.enqueueIn({}, 60_000, { tags: ['billing'] });
@@ -104,7 +115,7 @@ describe('tags', () => {
     expect((await inspector.jobs(q.name, 'pending', { tag: 'none' })).total).toBe(0);
   });
 
-  it('refuses too many, empty, long or spaced tags', async () => {
+  it('refuses too many, empty, long or spaced tags', async ({ q }) => {
     for (const bad of [Array(11).fill('t'), [''], ['x'.repeat(65)], ['a b'], ['a,b'], 'eu', [5]]) {
       await expect(q.enqueue({}, { tags: bad as never })).rejects.toMatchObject({ code: 'EMQINPUT' });
     }
@@ -112,7 +123,10 @@ describe('tags', () => {
 });
 
 describe('lifo', () => {
-  it('a LIFO job is claimed before the jobs of its priority that wait, after higher priorities', async () => {
+  it('a LIFO job is claimed before the jobs of its priority that wait, after higher priorities', async ({
+    q,
+    claim,
+  }) => {
     const old = await q.enqueue('old', { priority: 2 });
     const urgent = await q.enqueue('urgent', { priority: 1 });
     const l1 = await q.enqueue('l1', { priority: 2, lifo: true });

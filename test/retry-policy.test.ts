@@ -2,26 +2,23 @@
 // consumers: a function of the attempt, the error and the job picks the delay or dead-letters;
 // a per-name policy takes its place for its jobs; undefined leaves it to the declarative backoff;
 // a policy that throws or answers garbage dead-letters the job with that reason.
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { ConsumeOptions, Consumer } from '../src/consumer/consumer.js';
 import type { RetryPolicy } from '../src/consumer/retry-policy.js';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
-import { closeAll, expectRefused } from './support/observe.js';
+import { queueTest, useRedisServer } from './support/harness.js';
+import { expectRefused } from './support/observe.js';
 
 const env = useRedisServer();
 
-let q: Queue<{ status: number }, string>;
-const consumers: Consumer[] = [];
+type Data = { status: number };
 
-useQueue<{ status: number }, string>(
-  env,
-  'retrypolicy',
-  (f) => {
-    q = f.q;
-  },
-  () => closeAll(consumers),
-);
+/** Each test's own queue, and `twoConsumers(opts)`: see below. */
+const it = queueTest<Data, string>(env, 'retrypolicy').extend<{
+  twoConsumers: (opts: ConsumeOptions) => string[];
+}>({
+  twoConsumers: async ({ q, consumers }, use) => use((opts) => twoConsumers(q, consumers, opts)),
+});
 
 class HttpError extends Error {
   constructor(readonly status: number) {
@@ -30,7 +27,11 @@ class HttpError extends Error {
 }
 
 /** Two consumers of a handler that fails with its job's status on the first attempts. */
-function twoConsumers(opts: ConsumeOptions): string[] {
+function twoConsumers(
+  q: Queue<Data, string>,
+  consumers: Consumer<Data, string>[],
+  opts: ConsumeOptions,
+): string[] {
   const seen: string[] = [];
   for (let i = 0; i < 2; i++) {
     const c = q.consume(async (job) => {
@@ -40,13 +41,13 @@ function twoConsumers(opts: ConsumeOptions): string[] {
     c.on('failed', (job, err, outcome) =>
       seen.push(`${(job.data as { status: number }).status} #${job.attempts} ${outcome}: ${err.message}`),
     );
-    consumers.push(c as unknown as Consumer);
+    consumers.push(c);
   }
   return seen;
 }
 
 describe('retry policy as code', () => {
-  it('retries a 503 at once and dead-letters a 400 on its first failure', async () => {
+  it('retries a 503 at once and dead-letters a 400 on its first failure', async ({ q, twoConsumers }) => {
     const retry: RetryPolicy = (_attempts, error) =>
       error instanceof HttpError && error.status < 500 ? 'dead' : 0;
     const seen = twoConsumers({ retry });
@@ -61,7 +62,10 @@ describe('retry policy as code', () => {
     ]);
   });
 
-  it('a per-name policy takes the place of the default; undefined leaves it to the backoff', async () => {
+  it('a per-name policy takes the place of the default; undefined leaves it to the backoff', async ({
+    q,
+    twoConsumers,
+  }) => {
     const calls: string[] = [];
     const seen = twoConsumers({
       retry: () => 'dead',
@@ -83,7 +87,10 @@ describe('retry policy as code', () => {
     expect(seen.filter((s) => s.startsWith('503 #1 dead'))).toHaveLength(1);
   });
 
-  it('a policy that throws or returns garbage dead-letters the job, saying why', async () => {
+  it('a policy that throws or returns garbage dead-letters the job, saying why', async ({
+    q,
+    twoConsumers,
+  }) => {
     const seen = twoConsumers({
       retryByName: {
         throws: () => {
@@ -108,7 +115,7 @@ describe('retry policy as code', () => {
     for (const { id } of ids) expect((await q.get(id))?.attempts).toBe(1);
   });
 
-  it('refuses a policy that is not a function at consume()', async () => {
+  it('refuses a policy that is not a function at consume()', async ({ q }) => {
     await expectRefused(() => q.consume(async () => 'x', { retry: 1000 as never }), 'EMQINPUT');
     await expectRefused(
       () => q.consume(async () => 'x', { retryByName: { a: 'dead' as never } }),

@@ -2,34 +2,25 @@
 // timeoutMs (stored on its row by enqueue, handed back by claim) and a consumer's default; at the
 // deadline the signal aborts, the attempt fails with reason timeout and is retried per its
 // policy, and what the old run returns afterwards never completes the job (its token is stale).
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { ConsumeOptions, Consumer } from '../src/consumer/consumer.js';
 import type { Handler } from '../src/core/types.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
-import { closeAll, deferred, expectRefused, streamFields } from './support/observe.js';
+import { queueTest, useRedisServer } from './support/harness.js';
+import { deferred, expectRefused, streamFields } from './support/observe.js';
 
 const env = useRedisServer();
 
-let raw: Redis;
-let q: Queue;
-const consumers: Consumer[] = [];
-
-useQueue(
-  env,
-  'timeouts',
-  (f) => {
-    ({ raw, q } = f);
-  },
-  () => closeAll(consumers),
-);
-
-function consume(handler: Handler<unknown, unknown>, opts?: ConsumeOptions): Consumer {
-  const c = q.consume(handler, opts);
-  consumers.push(c);
-  return c;
-}
+/** Each test's own queue, and consume(): q.consume, closed after the test. */
+const it = queueTest(env, 'timeouts').extend<{
+  consume: (handler: Handler<unknown, unknown>, opts?: ConsumeOptions) => Consumer;
+}>({
+  consume: async ({ q, consumers }, use) =>
+    use((handler, opts) => {
+      const c = q.consume(handler, opts);
+      consumers.push(c);
+      return c;
+    }),
+});
 
 /** Resolves once `ms` have passed or the signal aborted, whichever is first (a cooperative wait). */
 function sleepUnless(ms: number, signal?: AbortSignal): Promise<void> {
@@ -43,7 +34,11 @@ function sleepUnless(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 describe('timeoutMs', () => {
-  it("a job's own timeout aborts its signal, fails the attempt with reason timeout, and the retry completes", async () => {
+  it("a job's own timeout aborts its signal, fails the attempt with reason timeout, and the retry completes", async ({
+    raw,
+    q,
+    consume,
+  }) => {
     const aborted = deferred<string>();
     const failures: string[] = [];
     const handler: Handler<unknown, unknown> = async (job, ctx) => {
@@ -69,7 +64,10 @@ describe('timeoutMs', () => {
     expect(row).toMatchObject({ state: 'completed', attempts: 2, result: 'on time' });
   });
 
-  it("the consumer's timeoutMs applies to jobs without their own; a job's own timeout wins", async () => {
+  it("the consumer's timeoutMs applies to jobs without their own; a job's own timeout wins", async ({
+    q,
+    consume,
+  }) => {
     const outcomes: string[] = [];
     const c = consume(
       async (job, ctx) => {
@@ -92,7 +90,10 @@ describe('timeoutMs', () => {
     expect((await q.get(slow.id))?.error?.message).toMatch(/ran past its timeout of 100 ms/);
   });
 
-  it("a result sent with the timed-out attempt's token is refused (EMQLEASE), also by the script", async () => {
+  it("a result sent with the timed-out attempt's token is refused (EMQLEASE), also by the script", async ({
+    q,
+    consume,
+  }) => {
     const token = deferred<string>();
     const release = deferred();
     consume(async (job) => {
@@ -117,14 +118,14 @@ describe('timeoutMs', () => {
     expect(await q.get(id)).toMatchObject({ state: 'scheduled', attempts: 1 });
   });
 
-  it('refuses a timeoutMs below 1 at enqueue and at consume', async () => {
+  it('refuses a timeoutMs below 1 at enqueue and at consume', async ({ q }) => {
     await expectRefused(() => q.enqueue(null, { timeoutMs: 0 }), 'EMQINPUT');
     await expectRefused(() => q.enqueueIn(null, 10, { timeoutMs: 1.5 }), 'EMQINPUT');
     await expectRefused(() => q.consume(async () => 1, { timeoutMs: -5 }), 'EMQINPUT');
     expect(await q.counts()).toMatchObject({ pending: 0, scheduled: 0 });
   });
 
-  it('a scheduled job keeps its timeout on its row until it runs', async () => {
+  it('a scheduled job keeps its timeout on its row until it runs', async ({ raw, q }) => {
     const { id } = await q.enqueueIn(null, 60_000, { timeoutMs: 750 });
     expect(await raw.hget(q.keys.job(id), 'timeout')).toBe('750');
   });
