@@ -2,53 +2,54 @@
 // reschedule, reprioritize and update, each fenced on the job's state (a refused call changes no
 // key), correct inside lanes; and retry of a completed job, retryAll filtered by name or error.
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();
 
-let raw: Redis;
-let q: Queue;
-let P: string;
-
-useQueue(env, 'control', (f) => {
-  ({ raw, q, P } = f);
-});
-
-/** Claims up to n jobs the way a consumer does; their ids and tokens in claim order. */
-async function claim(n: number): Promise<{ id: string; token: string }[]> {
-  const [flat] = (await q.run('claim', [P, n, 60_000])) as [(string | number)[]];
-  const out = [];
-  for (let i = 0; i < flat.length; i += 7) out.push({ id: String(flat[i]), token: String(flat[i + 1]) });
-  return out;
-}
-
-async function events(): Promise<Record<string, string>[]> {
-  return (await raw.xrange(`${P}events`, '-', '+')).map(([, flat]) => {
-    const e: Record<string, string> = {};
-    for (let i = 0; i < flat.length; i += 2) e[flat[i]!] = flat[i + 1]!;
-    return e;
-  });
-}
-
-/** Every key of the queue, DUMPed: a refused change must leave all of them as they were. */
-async function dump(): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const k of (await raw.keys(`${P}*`)).sort()) {
-    out[k] = ((await raw.dumpBuffer(k)) ?? Buffer.alloc(0)).toString('hex');
+/** The file's helpers over one test's queue. */
+function helpers({ q, raw, P }: { q: Queue; raw: Redis; P: string }) {
+  /** Claims up to n jobs the way a consumer does; their ids and tokens in claim order. */
+  async function claim(n: number): Promise<{ id: string; token: string }[]> {
+    const [flat] = (await q.run('claim', [P, n, 60_000])) as [(string | number)[]];
+    const out = [];
+    for (let i = 0; i < flat.length; i += 7) out.push({ id: String(flat[i]), token: String(flat[i + 1]) });
+    return out;
   }
-  return out;
-}
 
-async function refused(call: () => Promise<unknown>, code: string): Promise<void> {
-  const before = await dump();
-  await expect(call()).rejects.toMatchObject({ code });
-  expect(await dump()).toEqual(before);
+  async function events(): Promise<Record<string, string>[]> {
+    return (await raw.xrange(`${P}events`, '-', '+')).map(([, flat]) => {
+      const e: Record<string, string> = {};
+      for (let i = 0; i < flat.length; i += 2) e[flat[i]!] = flat[i + 1]!;
+      return e;
+    });
+  }
+
+  /** Every key of the queue, DUMPed: a refused change must leave all of them as they were. */
+  async function dump(): Promise<Record<string, string>> {
+    const out: Record<string, string> = {};
+    for (const k of (await raw.keys(`${P}*`)).sort()) {
+      out[k] = ((await raw.dumpBuffer(k)) ?? Buffer.alloc(0)).toString('hex');
+    }
+    return out;
+  }
+
+  async function refused(call: () => Promise<unknown>, code: string): Promise<void> {
+    const before = await dump();
+    await expect(call()).rejects.toMatchObject({ code });
+    expect(await dump()).toEqual(before);
+  }
+  return { claim, events, dump, refused };
 }
+type Helpers = ReturnType<typeof helpers>;
+
+const it = queueTest(env, 'control')
+  .extend<{ h: Helpers }>({ h: async ({ q, raw, P }, use) => use(helpers({ q, raw, P })) })
+  .extend<Helpers>(helperFixtures<Helpers>(['claim', 'events', 'dump', 'refused']));
 
 describe('promote(id)', () => {
-  it('runs a scheduled job now, ahead of its run-at, and emits waiting', async () => {
+  it('runs a scheduled job now, ahead of its run-at, and emits waiting', async ({ q, claim, events }) => {
     const { id } = await q.enqueueIn({ n: 1 }, 3_600_000);
     expect(await claim(5)).toEqual([]);
     await q.promote(id);
@@ -60,7 +61,7 @@ describe('promote(id)', () => {
     ]);
   });
 
-  it('puts a grouped job into its lane and serves it through the ring', async () => {
+  it('puts a grouped job into its lane and serves it through the ring', async ({ raw, q, P, claim }) => {
     const { id } = await q.enqueueIn({}, 3_600_000, { group: 'tenant-a' });
     await q.promote(id);
     expect(await raw.zrange(q.keys.lane('tenant-a'), 0, -1)).toEqual([id]);
@@ -68,7 +69,11 @@ describe('promote(id)', () => {
     expect((await claim(5)).map((j) => j.id)).toEqual([id]);
   });
 
-  it('refuses a job that is not scheduled with EMQSTATE and a missing one with EMQNOJOB', async () => {
+  it('refuses a job that is not scheduled with EMQSTATE and a missing one with EMQNOJOB', async ({
+    q,
+    claim,
+    refused,
+  }) => {
     const { id } = await q.enqueue({});
     await refused(() => q.promote(id), 'EMQSTATE');
     await claim(1);
@@ -77,7 +82,7 @@ describe('promote(id)', () => {
     await refused(() => q.promote('nope'), 'EMQKIND');
   });
 
-  it('keeps the sweep: promote() and promote(batch) release due jobs, promoteDue too', async () => {
+  it('keeps the sweep: promote() and promote(batch) release due jobs, promoteDue too', async ({ q }) => {
     await q.enqueueIn({}, 0);
     await q.enqueueIn({}, 0);
     await new Promise((r) => setTimeout(r, 5));
@@ -88,7 +93,12 @@ describe('promote(id)', () => {
 });
 
 describe('reschedule', () => {
-  it('moves a scheduled job later on the server clock, or to an absolute instant', async () => {
+  it('moves a scheduled job later on the server clock, or to an absolute instant', async ({
+    raw,
+    q,
+    P,
+    events,
+  }) => {
     const { id } = await q.enqueueIn({}, 1000);
     const [s] = await raw.time();
     const at = await q.reschedule(id, { in: 3_600_000 });
@@ -100,7 +110,10 @@ describe('reschedule', () => {
     expect(delayed.slice(1)).toEqual([String(at), '1900000000000']);
   });
 
-  it('delays a pending job: it leaves pending (or its lane) and is not claimed until due', async () => {
+  it('delays a pending job: it leaves pending (or its lane) and is not claimed until due', async ({
+    q,
+    claim,
+  }) => {
     const flat = await q.enqueue({});
     const lane = await q.enqueue({}, { group: 'g' });
     await q.reschedule(flat.id, { in: 3_600_000 });
@@ -115,7 +128,7 @@ describe('reschedule', () => {
     expect((await claim(5)).map((j) => j.id).sort()).toEqual([flat.id, lane.id].sort());
   });
 
-  it('a rescheduled job that becomes the earliest wakes parked consumers with w s', async () => {
+  it('a rescheduled job that becomes the earliest wakes parked consumers with w s', async ({ raw, q, P }) => {
     await q.enqueueIn({}, 3_600_000);
     const { id } = await q.enqueueIn({}, 7_200_000);
     await raw.del(`${P}wake`);
@@ -124,7 +137,7 @@ describe('reschedule', () => {
     expect(wake.map(([, f]) => f[1])).toEqual(['s']);
   });
 
-  it('a consumer runs a job brought forward from an hour to now', async () => {
+  it('a consumer runs a job brought forward from an hour to now', async ({ q }) => {
     const { id } = await q.enqueueIn({ n: 7 }, 3_600_000);
     const seen: string[] = [];
     const consumer = q.consume((job) => {
@@ -139,7 +152,7 @@ describe('reschedule', () => {
     }
   });
 
-  it('refuses bad input and a job that started with nothing changed', async () => {
+  it('refuses bad input and a job that started with nothing changed', async ({ q, claim, refused }) => {
     const { id } = await q.enqueueIn({}, 1000);
     await refused(() => q.reschedule(id, { in: -1 }), 'EMQINPUT');
     await refused(() => q.reschedule(id, { in: 1.5 }), 'EMQINPUT');
@@ -155,7 +168,7 @@ describe('reschedule', () => {
 });
 
 describe('reprioritize', () => {
-  it('reorders pending jobs: the reprioritized one is claimed first', async () => {
+  it('reorders pending jobs: the reprioritized one is claimed first', async ({ q, claim, events }) => {
     const a = await q.enqueue('a', { priority: 5 });
     const b = await q.enqueue('b', { priority: 5 });
     await q.reprioritize(b.id, 1);
@@ -168,7 +181,7 @@ describe('reprioritize', () => {
     );
   });
 
-  it('reorders a lane and keeps a scheduled job scheduled with its new priority', async () => {
+  it('reorders a lane and keeps a scheduled job scheduled with its new priority', async ({ raw, q, P }) => {
     const a = await q.enqueue('a', { group: 'g', priority: 3 });
     const b = await q.enqueue('b', { group: 'g', priority: 3 });
     await q.reprioritize(b.id, 2);
@@ -181,7 +194,7 @@ describe('reprioritize', () => {
     expect(Number(await raw.zscore(`${P}pending`, later.id))).toBe(9);
   });
 
-  it('refuses bad priorities and a running job with nothing changed', async () => {
+  it('refuses bad priorities and a running job with nothing changed', async ({ q, claim, refused }) => {
     const { id } = await q.enqueue({});
     for (const bad of [-1, 1.5, Number.NaN, '2', 2 ** 22]) {
       await refused(() => q.reprioritize(id, bad as never), 'EMQINPUT');
@@ -192,7 +205,10 @@ describe('reprioritize', () => {
 });
 
 describe('update', () => {
-  it('replaces the data of a scheduled, pending or waiting parent job; the handler sees the new data', async () => {
+  it('replaces the data of a scheduled, pending or waiting parent job; the handler sees the new data', async ({
+    q,
+    events,
+  }) => {
     const { id } = await q.enqueue({ v: 1 });
     await q.update(id, { v: 2 });
     expect((await q.get(id))?.data).toEqual({ v: 2 });
@@ -202,7 +218,11 @@ describe('update', () => {
     expect(await events()).toContainEqual(expect.objectContaining({ event: 'updated', id, what: 'data' }));
   });
 
-  it('refuses a running job, an ended one and data over the payload limit, writing nothing', async () => {
+  it('refuses a running job, an ended one and data over the payload limit, writing nothing', async ({
+    q,
+    claim,
+    refused,
+  }) => {
     const { id } = await q.enqueue({ v: 1 });
     await refused(() => q.update(id, 'x'.repeat(q.maxPayloadBytes)), 'EMQTOOBIG');
     await refused(() => q.update(id, (() => 1) as never), 'EMQINPUT');
@@ -211,7 +231,7 @@ describe('update', () => {
     await refused(() => q.update('JOBmissing', {}), 'EMQNOJOB');
   });
 
-  it('lets a handler change its own running job through ctx.update', async () => {
+  it('lets a handler change its own running job through ctx.update', async ({ q }) => {
     const { id } = await q.enqueue({ step: 0 });
     const consumer = q.consume(async (_job, ctx) => {
       await ctx.update({ step: 1 });
@@ -227,7 +247,12 @@ describe('update', () => {
 });
 
 describe('retry of a completed job, retryAll by name or error', () => {
-  it('re-runs a completed job: pending again with attempts 0, its result dropped', async () => {
+  it('re-runs a completed job: pending again with attempts 0, its result dropped', async ({
+    raw,
+    q,
+    P,
+    claim,
+  }) => {
     const { id } = await q.enqueue({});
     const [j] = await claim(1);
     await q.run('complete', [P, 60_000, 0, id, j!.token, '"r"']);
@@ -239,7 +264,11 @@ describe('retry of a completed job, retryAll by name or error', () => {
     expect((await claim(1)).map((c) => c.id)).toEqual([id]);
   });
 
-  it('retryAll keeps only jobs of a name, or whose error holds a text or matches a RegExp', async () => {
+  it('retryAll keeps only jobs of a name, or whose error holds a text or matches a RegExp', async ({
+    q,
+    P,
+    claim,
+  }) => {
     const made = await q.enqueueMany([
       { data: 1, opts: { name: 'email', attempts: 1 } },
       { data: 2, opts: { name: 'email', attempts: 1 } },

@@ -4,44 +4,45 @@
 // attempt retried, cancellation, a lease lost to reap or the stalled sweep, a stale completion
 // from the crashed holder), so meta `running` returns to 0 (absent) once the queue is idle.
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
-import { Consumers, completions, expectRefused, pause, poll, within } from './support/observe.js';
+import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
+import { completions, expectRefused, pause, poll, within } from './support/observe.js';
 
 const env = useRedisServer();
 
-let raw: Redis;
-let name: string;
-let q: Queue;
-let P: string;
-const consumers = new Consumers(() => env.server.url);
+/** The file's helpers over one test's queue. */
+function helpers({ raw, q, P }: { raw: Redis; q: Queue; P: string }) {
+  /** The queue's counted slots (meta running), 0 when the field is absent. */
+  async function running(): Promise<number> {
+    return Number((await raw.hget(`${P}meta`, 'running')) ?? '0');
+  }
 
-useQueue(
-  env,
-  'qcap',
-  (f) => {
-    ({ raw, name, q, P } = f);
-  },
-  () => consumers.closeAll(),
-);
-
-/** The queue's counted slots (meta running), 0 when the field is absent. */
-async function running(): Promise<number> {
-  return Number((await raw.hget(`${P}meta`, 'running')) ?? '0');
+  /** Claims like a worker that will then crash: the jobs stay active under a lease of `leaseMs`. */
+  async function claimRaw(n: number, leaseMs: number): Promise<{ id: string; token: string }[]> {
+    const [flat] = (await q.run('claim', [P, n, leaseMs])) as [(string | number)[]];
+    const out: { id: string; token: string }[] = [];
+    for (let i = 0; i < flat.length; i += 7) out.push({ id: String(flat[i]), token: String(flat[i + 1]) });
+    return out;
+  }
+  return { running, claimRaw };
 }
+type Helpers = ReturnType<typeof helpers>;
 
-/** Claims like a worker that will then crash: the jobs stay active under a lease of `leaseMs`. */
-async function claimRaw(n: number, leaseMs: number): Promise<{ id: string; token: string }[]> {
-  const [flat] = (await q.run('claim', [P, n, leaseMs])) as [(string | number)[]];
-  const out: { id: string; token: string }[] = [];
-  for (let i = 0; i < flat.length; i += 7) out.push({ id: String(flat[i]), token: String(flat[i + 1]) });
-  return out;
-}
+const it = queueTest(env, 'qcap')
+  .extend<{ h: Helpers }>({ h: async ({ raw, q, P }, use) => use(helpers({ raw, q, P })) })
+  .extend<Helpers>(helperFixtures<Helpers>(['running', 'claimRaw']));
 
 describe('queue-wide concurrency', () => {
-  it('never runs more than the cap across 3 consumers, flat and lanes together, and reaches it', async () => {
+  it('never runs more than the cap across 3 consumers, flat and lanes together, and reaches it', async ({
+    raw,
+    q,
+    P,
+    queueName,
+    pool,
+    running,
+  }) => {
     await q.configure({ concurrency: 3 });
     let now = 0;
     let max = 0;
@@ -60,7 +61,7 @@ describe('queue-wide concurrency', () => {
     };
     const cs: Consumer[] = [];
     for (let i = 0; i < 3; i++)
-      cs.push((await consumers.start(name, handler, { concurrency: 8 })) as Consumer);
+      cs.push((await pool.start(queueName, handler, { concurrency: 8 })) as Consumer);
     const done = completions(cs, 90);
     await q.enqueueMany(
       Array.from({ length: 90 }, (_, i) => ({
@@ -79,7 +80,14 @@ describe('queue-wide concurrency', () => {
     expect(await raw.hexists(`${P}meta`, 'running')).toBe(0);
   });
 
-  it('gives back the slots of a crashed holder once: recovered by reap, its late completion refused', async () => {
+  it('gives back the slots of a crashed holder once: recovered by reap, its late completion refused', async ({
+    q,
+    P,
+    queueName,
+    pool,
+    running,
+    claimRaw,
+  }) => {
     await q.configure({ concurrency: 2 });
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) ids.push((await q.enqueue({ i })).id);
@@ -110,8 +118,8 @@ describe('queue-wide concurrency', () => {
       await pause(2);
       now -= 1;
     };
-    const cs = [await consumers.start(name, handler, { concurrency: 4 })] as Consumer[];
-    cs.push((await consumers.start(name, handler, { concurrency: 4 })) as Consumer);
+    const cs = [await pool.start(queueName, handler, { concurrency: 4 })] as Consumer[];
+    cs.push((await pool.start(queueName, handler, { concurrency: 4 })) as Consumer);
     // Counted in Redis, not by listeners attached after the consumers started: the first may
     // finish all four before the second has started.
     await poll(
@@ -126,7 +134,11 @@ describe('queue-wide concurrency', () => {
     for (const id of ids) expect((await q.get(id))?.state).toBe('completed');
   });
 
-  it('gives back the slot of a job dead-lettered by the stalled sweep and of a cancelled one', async () => {
+  it('gives back the slot of a job dead-lettered by the stalled sweep and of a cancelled one', async ({
+    q,
+    running,
+    claimRaw,
+  }) => {
     await q.configure({ concurrency: 3 });
     const a = (await q.enqueue('a')).id;
     const b = (await q.enqueue('b')).id;
@@ -144,12 +156,17 @@ describe('queue-wide concurrency', () => {
     expect(await running()).toBe(0);
   });
 
-  it('gives back the slots of the jobs a closing consumer hands back, and the next consumer runs them', async () => {
+  it('gives back the slots of the jobs a closing consumer hands back, and the next consumer runs them', async ({
+    q,
+    queueName,
+    pool,
+    running,
+  }) => {
     await q.configure({ concurrency: 2 });
     for (let i = 0; i < 3; i++) await q.enqueue({ i });
     const started: string[] = [];
-    const first = await consumers.start(
-      name,
+    const first = await pool.start(
+      queueName,
       async (job: { id: string }, ctx: { signal: AbortSignal }) => {
         started.push(job.id);
         await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
@@ -167,13 +184,17 @@ describe('queue-wide concurrency', () => {
     expect(await running()).toBe(0);
     expect((await q.counts()).pending).toBe(3);
 
-    const second = await consumers.start(name, () => 'ok', { concurrency: 5 });
+    const second = await pool.start(queueName, () => 'ok', { concurrency: 5 });
     await within(completions([second as Consumer], 3), 10_000, 'the 3 jobs on the next consumer');
     await within(second.idle(), 3000, 'an idle consumer');
     expect(await running()).toBe(0);
   });
 
-  it('refuses a cap that is not a whole number >= 1, writing nothing; null removes it', async () => {
+  it('refuses a cap that is not a whole number >= 1, writing nothing; null removes it', async ({
+    raw,
+    q,
+    P,
+  }) => {
     for (const bad of [0, -1, 1.5, Number.NaN, '2']) {
       await expectRefused(() => q.configure({ concurrency: bad as number }), 'EMQINPUT');
     }

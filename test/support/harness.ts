@@ -5,6 +5,7 @@ import type { Consumer } from '../../src/consumer/consumer.js';
 import { EchoMQ } from '../../src/echomq.js';
 import type { Queue } from '../../src/queue.js';
 import { MemoryServer, onMemory } from './memory-server.js';
+import { Consumers } from './observe.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
 
 export { onMemory };
@@ -90,6 +91,8 @@ export interface QueueTestContext<D = unknown, R = unknown> extends QueueFixture
   consumers: Consumer<D, R>[];
   /** Other things the test opens (EchoMQ connections, event readers): closed after it. */
   others: { close(): Promise<unknown> }[];
+  /** Consumers on connections of their own (pool.start(name, handler)): all closed after the test. */
+  pool: Consumers;
 }
 
 /**
@@ -103,7 +106,7 @@ export function queueTest<D = unknown, R = unknown>(env: { readonly server: Redi
   return it.extend<
     Omit<QueueTestContext<D, R>, 'name'> & {
       queueName: string;
-      opened: Omit<QueueTestContext<D, R>, 'consumers' | 'others'>;
+      opened: Omit<QueueTestContext<D, R>, 'consumers' | 'others' | 'pool'>;
     }
   >({
     // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
@@ -129,6 +132,11 @@ export function queueTest<D = unknown, R = unknown>(env: { readonly server: Redi
       const list: Consumer<D, R>[] = [];
       opened.defer(() => Promise.all(list.splice(0).map((c) => c.close({ timeoutMs: 0 }))));
       await use(list);
+    },
+    pool: async ({ opened }, use) => {
+      const pool = new Consumers(() => env.server.url);
+      opened.defer(() => pool.closeAll());
+      await use(pool);
     },
     others: async ({ opened }, use) => {
       const list: { close(): Promise<unknown> }[] = [];
@@ -161,4 +169,16 @@ export function useQueue<D = unknown, R = unknown>(
     await current?.raw.quit();
     current = undefined;
   });
+}
+
+/**
+ * One fixture per helper of `helpers` (a test names the ones it uses: `async ({ claim, events })`),
+ * each taken from the fixture `h`, the file's helpers made over that test's queue.
+ */
+export function helperFixtures<H extends object>(names: readonly (keyof H & string)[]) {
+  const out: Record<string, (ctx: { h: H }, use: (v: unknown) => Promise<void>) => Promise<void>> = {};
+  for (const name of names) out[name] = async ({ h }, use) => use(h[name]);
+  return out as unknown as {
+    [K in keyof H]: (ctx: { h: H }, use: (v: H[K]) => Promise<void>) => Promise<void>;
+  };
 }
