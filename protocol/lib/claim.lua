@@ -65,6 +65,10 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   local held = tonumber(m[6] or '0') or 0
   local on_hold = held > now and not paused
   local log = {}
+  -- Numbers the hot path hands redis.call are passed as text made once per call: Redis turns
+  -- a Lua number argument into text with a printf of its own every time (the costly part of a
+  -- 13-digit instant), a string it takes as is.
+  local now_s, deadline_s = string.format('%.0f', now), string.format('%.0f', now + lease)
   if rate_max > 0 and not paused then
     local limiter = p .. 'limiter'
     redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
@@ -113,11 +117,12 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     local attempts = tonumber(row[6] or '0') + 1
     local token = math.max(tonumber(row[7] or '0') + 1, now_us)
     local text = string.format('%.0f', token) -- 16 digits: Lua's own tostring would round it
-    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, unpack(marks))
-    leases[#leases + 1] = now + lease
+    local attempt = tostring(attempts) -- one text for the row and the active entry
+    redis.call('HSET', jk, 'state', 'active', 'started', now_s, 'attempts', attempt, 'token', text, unpack(marks))
+    leases[#leases + 1] = deadline_s
     leases[#leases + 1] = id
     claimed[#claimed + 1] = id
-    tries[#tries + 1] = attempts
+    tries[#tries + 1] = attempt
     local b = got * 7
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
@@ -215,7 +220,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   end
   local wid = ''
   if got < asked and skipped < SKIP_MAX then
-    local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', 1)
+    local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', '1')
     wid = last[1] and last[1][1] or '0-0'
   end
   -- This call took the last waiting job: the queue is drained. Lanes off the ring still hold
@@ -230,6 +235,6 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   if got > 0 and drained() then
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
   end
-  local head = redis.call('ZRANGE', p .. 'schedule', 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', p .. 'schedule', '0', '0', 'WITHSCORES')
   return jobs, wid, wait, head[2] and tonumber(head[2]) or -1, timeouts
 end

@@ -517,6 +517,10 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   local held = tonumber(m[6] or '0') or 0
   local on_hold = held > now and not paused
   local log = {}
+  -- Numbers the hot path hands redis.call are passed as text made once per call: Redis turns
+  -- a Lua number argument into text with a printf of its own every time (the costly part of a
+  -- 13-digit instant), a string it takes as is.
+  local now_s, deadline_s = string.format('%.0f', now), string.format('%.0f', now + lease)
   if rate_max > 0 and not paused then
     local limiter = p .. 'limiter'
     redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
@@ -565,11 +569,12 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     local attempts = tonumber(row[6] or '0') + 1
     local token = math.max(tonumber(row[7] or '0') + 1, now_us)
     local text = string.format('%.0f', token) -- 16 digits: Lua's own tostring would round it
-    redis.call('HSET', jk, 'state', 'active', 'started', now, 'attempts', attempts, 'token', text, unpack(marks))
-    leases[#leases + 1] = now + lease
+    local attempt = tostring(attempts) -- one text for the row and the active entry
+    redis.call('HSET', jk, 'state', 'active', 'started', now_s, 'attempts', attempt, 'token', text, unpack(marks))
+    leases[#leases + 1] = deadline_s
     leases[#leases + 1] = id
     claimed[#claimed + 1] = id
-    tries[#tries + 1] = attempts
+    tries[#tries + 1] = attempt
     local b = got * 7
     jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
@@ -667,7 +672,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   end
   local wid = ''
   if got < asked and skipped < SKIP_MAX then
-    local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', 1)
+    local last = redis.call('XREVRANGE', K.wake, '+', '-', 'COUNT', '1')
     wid = last[1] and last[1][1] or '0-0'
   end
   -- This call took the last waiting job: the queue is drained. Lanes off the ring still hold
@@ -682,7 +687,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   if got > 0 and drained() then
     redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'drained', 'id', '')
   end
-  local head = redis.call('ZRANGE', p .. 'schedule', 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', p .. 'schedule', '0', '0', 'WITHSCORES')
   return jobs, wid, wait, head[2] and tonumber(head[2]) or -1, timeouts
 end
 -- <<< lib/claim.lua
@@ -712,6 +717,7 @@ local p = ARGV[1]
 local K = { active = KEYS[1], completed = KEYS[2], events = KEYS[3], wake = KEYS[4], meta = KEYS[5],
   ring = KEYS[6], pending = KEYS[7] }
 local now, now_us = server_clock()
+local now_s = string.format('%.0f', now) -- one text for every write below (see lib/claim.lua)
 local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_completed_ms', 'keep_ids_ms',
   unpack(CLAIM_META)) -- claim's fields too: one meta read for the whole call
 local emax = s[1] or '10000'
@@ -729,12 +735,12 @@ for i = 4, #ARGV - tail, 3 do
     statuses[#statuses + 1] = 'EMQLEASE'
   else
     gone[#gone + 1] = id
-    finished[#finished + 1] = now
+    finished[#finished + 1] = now_s
     finished[#finished + 1] = id
     if ARGV[i + 2] ~= '' then
-      redis.call('HSET', jk, 'state', 'completed', 'finished', now, 'result', ARGV[i + 2])
+      redis.call('HSET', jk, 'state', 'completed', 'finished', now_s, 'result', ARGV[i + 2])
     else
-      redis.call('HSET', jk, 'state', 'completed', 'finished', now)
+      redis.call('HSET', jk, 'state', 'completed', 'finished', now_s)
     end
     if row[3] or row[4] or row[5] or row[6] or row[7] then after[#after + 1] = { id, row, ARGV[i + 2] } end
     statuses[#statuses + 1] = 'OK'
