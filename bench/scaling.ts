@@ -2,7 +2,7 @@
 // Each runs a small and a large case in one run and reports the per-job figures of both side by
 // side (Redis CPU µs per job: load-independent, unlike jobs/s on a shared host) and their ratio.
 // Every case uses a queue of its own (`<queue>-<case>`), so the cases never see each other's keys.
-import type { Adapter, Data, Runner, Session } from './adapters/adapter.js';
+import { type Adapter, type Data, type Runner, type Session, sleep } from './adapters/adapter.js';
 import {
   bulkAdd,
   Counter,
@@ -180,5 +180,50 @@ const retention: Workload = {
   },
 };
 
+const FAR_MS = 3_600_000; // the 99 % not due: an hour away, never promoted during the run
+const NEAR_MS = 1_000; // the 1 % due: added last, due before the consumer starts
+const ADD_CHUNK = 10_000;
+
+const promote: Workload = {
+  id: 'scale-promote',
+  title:
+    'promoting due jobs out of a small and a large schedule: the same due jobs (1 % of scheduledLarge)' +
+    ' among scheduledSmall and among scheduledLarge scheduled (the rest an hour away), promoted and' +
+    ' processed at concurrency 100: Redis µs per due job of each (promote, claim and complete), growth' +
+    ' = large / small',
+  metrics: [
+    us('small_redis_us'),
+    us('large_redis_us'),
+    ratio('growth'),
+    jobsPerS('small'),
+    jobsPerS('large'),
+  ],
+  n: (s) => s.scheduledLarge,
+  async run(adapter, ctx) {
+    // The same due jobs in both cases, so only the jobs not due differ (a per-run fixed cost, the
+    // consumer's start, weighs the same on both).
+    const due = Math.max(1, Math.round(ctx.sizes.scheduledLarge / 100));
+    const measure = (name: string, scheduled: number) =>
+      onQueue(adapter, ctx, name, async (session, runners) => {
+        const far = scheduled - due;
+        for (let i = 0; i < far; i += ADD_CHUNK)
+          await session.addDelayed(payloads(Math.min(ADD_CHUNK, far - i)), FAR_MS);
+        const near = await session.addDelayed(payloads(due), NEAR_MS);
+        const last = Math.max(...near.map((j) => j.runAt));
+        await sleep(Math.max(0, last - Date.now()) + 100); // every due job is due before the clock starts
+        return process(ctx, session, runners, due);
+      });
+    const small = await measure('small', ctx.sizes.scheduledSmall);
+    const large = await measure('large', ctx.sizes.scheduledLarge); // last: the run's diagnostics
+    return {
+      small_redis_us: small.redisUs,
+      large_redis_us: large.redisUs,
+      growth: large.redisUs / small.redisUs,
+      small: small.jobsPerS,
+      large: large.jobsPerS,
+    };
+  },
+};
+
 /** The scaling workloads, run and printed after the others. */
-export const SCALING: Workload[] = [backlog, lanes, retention];
+export const SCALING: Workload[] = [backlog, lanes, retention, promote];

@@ -39,6 +39,9 @@ export interface Sizes {
   lanesMany: number;
   /** scale-retention: jobs run through the queue (added as it goes). */
   retentionJobs: number;
+  /** scale-promote: jobs scheduled in its small and large case (1 % of each due). */
+  scheduledSmall: number;
+  scheduledLarge: number;
 }
 
 export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
@@ -63,6 +66,10 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     lanesJobs: 20_000,
     lanesMany: 2_000,
     retentionJobs: 100_000,
+    // 1,000,000 scheduled (issue 18) is minutes of single adds per library and round here:
+    // 200,000 against 10,000 shows the same growth (20x the schedule).
+    scheduledSmall: 10_000,
+    scheduledLarge: 200_000,
   },
   quick: {
     add: 5_000,
@@ -83,6 +90,8 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     lanesJobs: 5_000,
     lanesMany: 500,
     retentionJobs: 20_000,
+    scheduledSmall: 2_000,
+    scheduledLarge: 20_000,
   },
   tiny: {
     add: 200,
@@ -103,6 +112,8 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     lanesJobs: 200,
     lanesMany: 20,
     retentionJobs: 1_000,
+    scheduledSmall: 200,
+    scheduledLarge: 1_000,
   },
 };
 
