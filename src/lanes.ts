@@ -3,7 +3,7 @@
 // limit across all consumers. This module configures and inspects lanes; the serving itself
 // happens inside the claim script, atomically, on the server clock.
 
-import { assertName, atLeast, isWhole } from './core/check.js';
+import { assertName, atLeast, isWhole, knownKeys } from './core/check.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import type { LaneInfo, RateLimit } from './core/types.js';
 import type { QueueWire } from './wire/queue-wire.js';
@@ -11,11 +11,16 @@ import * as reads from './wire/reads.js';
 import * as verbs from './wire/verbs/index.js';
 
 export interface LaneSettings {
-  /** Jobs of the lane running at once across all consumers; 0 = unlimited (the default). */
-  concurrency?: number;
+  /**
+   * Jobs of the lane running at once across all consumers; 0 = unlimited (the default); null
+   * removes the lane's own setting, so the default for lanes (configureDefault) applies again.
+   */
+  concurrency?: number | null;
   /** Claims of the lane per window; null removes the limit. */
   rateLimit?: RateLimit | null;
 }
+
+const SETTING_KEYS = new Set(['concurrency', 'rateLimit']);
 
 export function rateSpec(limit: RateLimit | null | undefined, what: string): string {
   if (limit === undefined) return '';
@@ -44,11 +49,13 @@ export class Lanes {
   }
 
   private async apply(group: string, settings: LaneSettings): Promise<void> {
-    const s = optionsObject(settings, 'lane settings');
+    const s = knownKeys(optionsObject(settings, 'lane settings'), SETTING_KEYS, 'lane setting');
     const conc =
       s.concurrency === undefined
         ? ''
-        : String(atLeast(s.concurrency, 'lane concurrency', 0, '0 = unlimited'));
+        : s.concurrency === null
+          ? '-'
+          : String(atLeast(s.concurrency, 'lane concurrency', 0, '0 = unlimited'));
     await verbs.configureLane(this.queue, group, conc, rateSpec(s.rateLimit, 'lane'));
   }
 

@@ -412,3 +412,16 @@ describe('drained with lanes', () => {
     );
   });
 });
+
+describe('lane settings', () => {
+  it('concurrency null removes the lane’s own setting (the default applies again); unknown settings are refused', async () => {
+    await q.lanes.configureDefault({ concurrency: 4 });
+    await q.enqueue({}, { group: 'own' });
+    await q.lanes.configure('own', { concurrency: 1, rateLimit: { max: 2, perMs: 1000 } });
+    const lane = async () => (await q.lanes.list()).find((l) => l.group === 'own')!;
+    expect(await lane()).toMatchObject({ concurrency: 1, rateLimit: { max: 2, perMs: 1000 } });
+    await q.lanes.configure('own', { concurrency: null, rateLimit: null });
+    expect(await lane()).toMatchObject({ concurrency: 4, rateLimit: null });
+    await expectRefused(() => q.lanes.configure('own', { concurency: 2 } as never), 'EMQINPUT');
+  });
+});

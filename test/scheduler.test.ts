@@ -711,3 +711,51 @@ describe('consumers run schedulers', () => {
     expect(await scheduled('shared')).toHaveLength(1);
   });
 });
+
+describe('runNow', () => {
+  it('runs the upcoming occurrence now; the next follows at the instant it had (the grid kept, counted once)', async ({
+    q,
+    consumers,
+    serverNow,
+  }) => {
+    const up = await q.schedulers.upsert('soon', { every: 2000 }, { name: 'tick' });
+    const at = up.nextRunAt!;
+    const ran: { id: string; now: number }[] = [];
+    const c = q.consume(
+      async (job) => {
+        ran.push({ id: job.id, now: await serverNow() });
+      },
+      { beatMs: 100 },
+    );
+    consumers.push(c);
+    expect(await q.schedulers.runNow('soon')).toBe(up.jobId);
+    await poll(
+      () => ran.length,
+      (n) => n === 1,
+      'the occurrence ran',
+    );
+    expect(ran[0]!.id).toBe(up.jobId);
+    expect(ran[0]!.now, 'it ran ahead of its instant').toBeLessThan(at);
+    // Until its instant has come, no occurrence waits: a second runNow says so.
+    const again = await refused(() => q.schedulers.runNow('soon'));
+    expect(again.code).toBe('EMQSTATE');
+    expect(again.message).toContain('has no occurrence waiting');
+    // At that instant the hand-off makes the one after it, on the grid; the run counted once.
+    const next = await poll(
+      async () => q.schedulers.get('soon'),
+      (s) => s?.nextRunAt === at + 2000,
+      'the next occurrence at the grid slot after the one run early',
+      10_000,
+    );
+    expect(next!.iterationCount).toBe(2);
+    expect(ran.length).toBe(1);
+    expect(await code(() => q.schedulers.runNow('nope'))).toBe('EMQNOJOB');
+  });
+
+  it('an ended scheduler has nothing to run now (EMQSTATE, saying why)', async ({ q }) => {
+    await q.schedulers.upsert('past', { every: 1000, endDate: Date.now() - 60_000 });
+    const r = await refused(() => q.schedulers.runNow('past'));
+    expect(r.code).toBe('EMQSTATE');
+    expect(r.message).toContain('has ended (endDate)');
+  });
+});

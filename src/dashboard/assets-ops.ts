@@ -124,10 +124,11 @@ export const OPS_JS = String.raw`(function () {
       ev.preventDefault();
       var picked = checked().length, verb = ev.submitter ? ev.submitter.value : '';
       if (picked === 0) { toast('Select jobs first (the boxes on the left).', 'fail'); return; }
-      if (!window.confirm(verb.charAt(0).toUpperCase() + verb.slice(1) + ' ' + picked + ' selected job(s)?')) return;
+      var ask = verb === 'promote' ? 'Run ' + picked + ' selected job(s) now?' : verb.charAt(0).toUpperCase() + verb.slice(1) + ' ' + picked + ' selected job(s)?';
+      if (!window.confirm(ask)) return;
       var b = toast(verb + ' ' + picked + ' job(s)\u2026', 'running');
       post(f, ev.submitter).then(function (r) {
-        var past = { retry: 'Retried', cancel: 'Cancelled', remove: 'Removed' }[r.action] || r.action;
+        var past = { promote: 'Promoted', retry: 'Retried', cancel: 'Cancelled', remove: 'Removed' }[r.action] || r.action;
         var text = past + ' ' + r.done + ' of ' + picked;
         if (r.refused.length) text += '; refused ' + r.refused.length + ': ' + r.refused.slice(0, 3).map(function (x) { return x.error; }).join('; ');
         b.say(text, r.refused.length ? 'fail' : 'ok');

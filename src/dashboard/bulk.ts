@@ -1,5 +1,5 @@
-// The dashboard's actions on many jobs: the checked rows of a list (retry, cancel or remove
-// each, at most one page of them, answered with what each did), and the long ones run as tasks
+// The dashboard's actions on many jobs: the checked rows of a list (promote, retry, cancel or
+// remove each, at most one page of them, answered with what each did), and the long ones run as tasks
 // (tasks.ts): retry all or every match of a name and error filter, clean an ended state, drain
 // the waiting jobs. Each goes through the Queue's verbs, which check every job's state again.
 import { EchoMQError } from '../core/errors.js';
@@ -8,8 +8,8 @@ import { HttpError } from './http.js';
 import { MAX_PAGE_SIZE } from './search.js';
 import type { Tasks, TaskView } from './tasks.js';
 
-export type BulkVerb = 'retry' | 'cancel' | 'remove';
-const VERBS: readonly BulkVerb[] = ['retry', 'cancel', 'remove'];
+export type BulkVerb = 'promote' | 'retry' | 'cancel' | 'remove';
+const VERBS: readonly BulkVerb[] = ['promote', 'retry', 'cancel', 'remove'];
 
 export interface BulkResult {
   action: BulkVerb;
@@ -29,7 +29,7 @@ function idsOf(fields: Readonly<Record<string, string>>): string[] {
   return ids;
 }
 
-/** Runs retry, cancel or remove on each checked job; a refusal is reported, not thrown. */
+/** Runs promote (run now), retry, cancel or remove on each checked job; a refusal is reported, not thrown. */
 export async function bulkAction(
   queue: Queue,
   fields: Readonly<Record<string, string>>,
@@ -42,7 +42,8 @@ export async function bulkAction(
   await Promise.all(
     ids.map(async (id) => {
       try {
-        if (action === 'retry') await queue.retry(id);
+        if (action === 'promote') await queue.promote(id);
+        else if (action === 'retry') await queue.retry(id);
         else if (action === 'cancel') await queue.cancel(id);
         else if (!(await queue.remove(id))) throw new EchoMQError('EMQNOJOB', `no job ${id}`);
         result.done += 1;

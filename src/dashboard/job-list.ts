@@ -11,7 +11,7 @@ import { dataPreview, filtered, type JobListing, type JobQuery, MAX_MATCHES, SEA
 /** The states whose jobs retry takes back: their tabs offer Retry all / Retry N matching. */
 const RETRYABLE: readonly JobState[] = ['dead', 'cancelled', 'completed'];
 /** The actions the bulk bar offers, each on the states it applies to. */
-const BULK = ['retry', 'cancel', 'remove'] as const;
+const BULK = ['promote', 'retry', 'cancel', 'remove'] as const;
 
 /** The link to a list with this query (empty parts left out). */
 export function listHref(ctx: PageContext, queue: string, v: Partial<JobQuery>): string {
@@ -90,7 +90,7 @@ function bulkBar(ctx: PageContext, queue: string, v: JobListing, self: string): 
   const buttons = BULK.filter((a) => ACTION_STATES[a].includes(v.state))
     .map(
       (a) =>
-        `<button type="submit" class="btn${a === 'remove' ? ' danger' : ''}" name="action" value="${a}" data-bulk="${a}">${a[0]!.toUpperCase() + a.slice(1)} selected</button>`,
+        `<button type="submit" class="btn${a === 'remove' ? ' danger' : ''}" name="action" value="${a}" data-bulk="${a}">${a === 'promote' ? 'Run selected now' : `${a[0]!.toUpperCase() + a.slice(1)} selected`}</button>`,
     )
     .join('');
   return `<form class="bulk" id="bulk" method="post" action="${esc(href(ctx, `/queues/${q(queue)}/bulk`))}" data-confirm-bulk="1"><input type="hidden" name="_csrf" value="${esc(ctx.csrf)}"><input type="hidden" name="return" value="${esc(self)}"><span id="bulk-count">0 selected</span>${buttons}</form>`;

@@ -63,7 +63,7 @@ export const q = encodeURIComponent;
 
 export interface LayoutOptions {
   title: string;
-  page: 'overview' | 'queue' | 'job' | 'schedulers' | 'found' | 'error';
+  page: 'overview' | 'queue' | 'job' | 'schedulers' | 'lanes' | 'found' | 'error';
   data?: Record<string, string | undefined>;
   crumbs?: [string, string | null][];
   body: string;

@@ -8,9 +8,9 @@ import {
   type MinuteRate,
   type QueueStats,
   type QueueSummary,
-  type SchedulersResult,
   STALE_BEATS,
 } from '../inspect.js';
+import { laneTable } from './controls-pages.js';
 import { jobsSection, listHref } from './job-list.js';
 import {
   ACTION_STATES,
@@ -103,7 +103,7 @@ export function overviewPage(ctx: PageContext, queues: readonly QueueSummary[], 
         (st) =>
           `<td class="num"><a data-count data-state="${esc(st)}" href="${esc(href(ctx, `/queues/${q(s.name)}`, { state: st }))}">${s.counts[st] ?? 0}</a>${capBadge(st, s.counts[st] ?? 0, s.kept)}</td>`,
       ).join('');
-      return `<tr data-queue="${esc(s.name)}"><td><a class="qname" href="${esc(href(ctx, `/queues/${q(s.name)}`))}">${esc(s.name)}</a> <span class="badge paused" data-paused${s.paused ? '' : ' hidden'}>paused</span></td>${cells}<td class="num">${s.lanes}</td><td><a href="${esc(href(ctx, `/queues/${q(s.name)}`, { state: 'dead' }))}">dead letters</a> · <a href="${esc(href(ctx, `/queues/${q(s.name)}/schedulers`))}">schedulers</a></td></tr>`;
+      return `<tr data-queue="${esc(s.name)}"><td><a class="qname" href="${esc(href(ctx, `/queues/${q(s.name)}`))}">${esc(s.name)}</a> <span class="badge paused" data-paused${s.paused ? '' : ' hidden'}>paused</span></td>${cells}<td class="num">${s.lanes ? `<a href="${esc(href(ctx, `/queues/${q(s.name)}/lanes`))}">${s.lanes}</a>` : 0}</td><td><a href="${esc(href(ctx, `/queues/${q(s.name)}`, { state: 'dead' }))}">dead letters</a> · <a href="${esc(href(ctx, `/queues/${q(s.name)}/schedulers`))}">schedulers</a></td></tr>`;
     })
     .join('\n');
   const table =
@@ -141,15 +141,7 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
   const pause = stats.paused
     ? form(ctx, href(ctx, `/queues/${q(name)}/resume`), 'Resume', self)
     : form(ctx, href(ctx, `/queues/${q(name)}/pause`), 'Pause', self);
-  const lanes =
-    stats.lanes.length === 0
-      ? '<p class="empty">No lanes: jobs enqueued with a group wait in its lane.</p>'
-      : `<table class="grid"><thead><tr><th>lane</th><th class="num">pending</th><th class="num">oldest wait</th><th class="num">running</th><th class="num">concurrency</th><th>rate limit</th><th></th></tr></thead><tbody>${stats.lanes
-          .map(
-            (l) =>
-              `<tr data-lane="${esc(l.group)}"><td><a href="${esc(href(ctx, `/queues/${q(name)}`, { state: 'pending', lane: l.group }))}">${esc(l.group)}</a></td><td class="num" data-lane-pending>${l.pending}</td><td class="num" data-lane-wait>${stats.lanesOldestWaitingMs[l.group] === undefined ? '—' : `${Math.round(stats.lanesOldestWaitingMs[l.group]! / 1000)} s`}</td><td class="num" data-lane-running>${l.running}</td><td class="num">${l.concurrency || '∞'}</td><td>${l.rateLimit ? esc(`${l.rateLimit.max} per ${l.rateLimit.perMs} ms`) : '—'}</td><td>${l.paused ? '<span class="badge paused">paused</span>' : ''}</td></tr>`,
-          )
-          .join('')}</tbody></table>`;
+  const lanes = laneTable(ctx, stats, self);
   const consumers =
     stats.consumers.length === 0
       ? '<p class="empty">No consumer sent a heartbeat in the last 10 minutes.</p>'
@@ -187,7 +179,7 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
     },
     crumbs: [[name, null]],
     body: `<h1>${esc(name)} <span class="badge paused" data-paused${stats.paused ? '' : ' hidden'}>paused</span></h1>
-<div class="toolbar">${pause}<a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/schedulers`))}">Schedulers and repeats</a></div>
+<div class="toolbar">${pause}<a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/schedulers`))}">Schedulers and repeats</a><a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/lanes`))}">Lanes</a></div>
 <section class="card"><h2>Throughput, last 60 minutes</h2><p class="stats"><span data-stat="completedLastHour">${r.completedLastHour}</span> completed · <span data-stat="failedLastHour">${r.failedLastHour}</span> failed attempts · failure rate <span data-stat="failureRate">${(r.failureRate * 100).toFixed(1)}</span>% · oldest waiting job: <span id="oldest-wait">${stats.oldestWaitingMs === null ? 'none waits' : `${Math.round(stats.oldestWaitingMs / 1000)} s`}</span></p><div class="chart-box" data-chart="${esc(name)}">${throughputSvg(r.perMinute, name)}</div></section>
 <nav class="tabs" aria-label="states">${tabs}</nav>
 ${laneTabs ? `<nav class="tabs lanes" aria-label="lanes"><span class="tabs-label">lanes:</span>${laneTabs}</nav>` : ''}
@@ -283,47 +275,6 @@ ${section('job-progress', 'Progress', job.progress === undefined ? undefined : p
 ${flowSection(ctx, job)}
 ${section('job-logs', job.logs.length < job.logCount ? `Logs (the newest ${job.logs.length} of ${job.logCount} lines)` : 'Logs', job.logCount === 0 ? undefined : job.logs.join('\n'))}
 <section class="card"><h2>Timeline</h2><ol class="timeline" id="job-history">${historyItems(job)}</ol>${job.historyTruncated ? '<p class="empty">Older entries were not read.</p>' : ''}<p class="empty">Events older than the stream's cap are gone.</p></section>`,
-  });
-}
-
-// ── schedulers and repeats ────────────────────────────────────────────────────
-
-export function schedulersPage(ctx: PageContext, queue: string, s: SchedulersResult): string {
-  const repeats =
-    s.repeats.length === 0
-      ? '<p class="empty">No repeats registered.</p>'
-      : `<table class="grid"><thead><tr><th>name</th><th class="num">every (ms)</th><th>next run</th><th class="num">runs</th><th>last run</th></tr></thead><tbody>${s.repeats
-          .map(
-            (r) =>
-              `<tr><td>${esc(r.name)}</td><td class="num">${esc(r.everyMs ?? '—')}</td><td>${fmtTime(r.nextRunAt)}</td><td class="num">${r.runs}</td><td>${fmtTime(r.lastRunAt)}</td></tr>`,
-          )
-          .join('')}</tbody></table>`;
-  const schedulers =
-    s.schedulers.length === 0
-      ? '<p class="empty">No job schedulers.</p>'
-      : `<table class="grid"><thead><tr><th>id</th><th>job name</th><th>cadence</th><th>next run</th><th class="num">runs</th><th>ended</th></tr></thead><tbody>${s.schedulers
-          .map((x) => {
-            const cadence =
-              x.pattern !== undefined
-                ? `cron ${x.pattern}${x.tz ? ` (${x.tz})` : ''}`
-                : x.every !== undefined
-                  ? `every ${x.every} ms`
-                  : 'once';
-            const limit = x.limit !== undefined ? ` / ${x.limit}` : '';
-            return `<tr><td>${esc(x.id)}</td><td>${esc(x.name ?? '')}</td><td class="mono">${esc(cadence)}</td><td>${x.nextRunAt < 0 ? '—' : fmtTime(x.nextRunAt)}</td><td class="num">${esc(`${x.iterationCount ?? 0}${limit}`)}</td><td>${esc(x.ended ?? '')}</td></tr>`;
-          })
-          .join('')}</tbody></table>`;
-  return layout(ctx, {
-    title: `${queue} schedulers`,
-    page: 'schedulers',
-    data: { queue },
-    crumbs: [
-      [queue, href(ctx, `/queues/${q(queue)}`)],
-      ['schedulers', null],
-    ],
-    body: `<h1>Schedulers and repeats of ${esc(queue)}</h1>
-<section class="card"><h2>Job schedulers</h2>${schedulers}</section>
-<section class="card"><h2>Repeats</h2>${repeats}</section>`,
   });
 }
 

@@ -11,20 +11,23 @@ import type { Inspector } from '../inspect.js';
 import type { Queue } from '../queue.js';
 import type { EchoMQMetrics } from '../telemetry/metrics.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
+import { CONTROLS_CSS, CONTROLS_JS } from './assets-controls.js';
 import { OPS_JS } from './assets-ops.js';
 import { bulkAction, cleanTask, drainTask, retryAllTask } from './bulk.js';
+import {
+  laneConcurrency,
+  laneRate,
+  pauseLane,
+  removeRepeat,
+  removeScheduler,
+  resumeLane,
+  runScheduler,
+} from './controls.js';
+import { lanesPage, schedulersPage } from './controls-pages.js';
 import { SECURITY_HEADERS } from './guard.js';
 import { HttpError, html, json, send } from './http.js';
 import type { PageContext } from './markup.js';
-import {
-  foundPage,
-  jobPage,
-  overviewPage,
-  queuePage,
-  schedulersPage,
-  sumRates,
-  throughputSvg,
-} from './pages.js';
+import { foundPage, jobPage, overviewPage, queuePage, sumRates, throughputSvg } from './pages.js';
 import { dataPreview, jobQuery, listJobs } from './search.js';
 import type { Tasks } from './tasks.js';
 
@@ -111,8 +114,11 @@ export function match<R extends { readonly segments: readonly string[] }>(
 export const OFFLINE: readonly Route<OfflineRead>[] = [
   route<OfflineRead>('/assets/:file', async ({ res, params }) => {
     if (params.file === 'dashboard.js') return send(res, 200, 'text/javascript; charset=utf-8', DASHBOARD_JS);
-    if (params.file === 'dashboard.css') return send(res, 200, 'text/css; charset=utf-8', DASHBOARD_CSS);
-    if (params.file === 'ops.js') return send(res, 200, 'text/javascript; charset=utf-8', OPS_JS);
+    // The controls' style and script ride with the operator's parts (assets-controls.ts).
+    if (params.file === 'dashboard.css')
+      return send(res, 200, 'text/css; charset=utf-8', DASHBOARD_CSS + CONTROLS_CSS);
+    if (params.file === 'ops.js')
+      return send(res, 200, 'text/javascript; charset=utf-8', OPS_JS + CONTROLS_JS);
     throw new HttpError(404, 'no such asset');
   }),
 ];
@@ -128,6 +134,9 @@ export const READS: readonly Route<Read>[] = [
   }),
   route<Read>('/queues/:queue', async (c) => html(c.res, queuePage(c.page, await queueView(c)))),
   route<Read>('/queues/:queue/jobs/:id', async (c) => html(c.res, jobPage(c.page, c.queue, await jobOf(c)))),
+  route<Read>('/queues/:queue/lanes', async (c) =>
+    html(c.res, lanesPage(c.page, await c.p.inspector.stats(c.queue), offsetOf(c.query))),
+  ),
   route<Read>('/queues/:queue/schedulers', async (c) =>
     html(c.res, schedulersPage(c.page, c.queue, await c.p.inspector.schedulers(c.queue))),
   ),
@@ -144,6 +153,10 @@ export const READS: readonly Route<Read>[] = [
     send(res, 200, 'image/svg+xml; charset=utf-8', throughputSvg(rates, queue ?? 'all queues'));
   }),
   route<Read>('/api/queues/:queue/stats', async (c) => json(c.res, await c.p.inspector.stats(c.queue))),
+  route<Read>('/api/queues/:queue/lanes', async (c) => {
+    const s = await c.p.inspector.stats(c.queue);
+    json(c.res, { lanes: s.lanes, oldestWaitingMs: s.lanesOldestWaitingMs });
+  }),
   route<Read>('/api/queues/:queue/schedulers', async (c) =>
     json(c.res, await c.p.inspector.schedulers(c.queue)),
   ),
@@ -190,6 +203,13 @@ export async function serveRead(c: ReadCall, path: readonly string[]): Promise<v
   const p = await c.site.parts();
   const queue = params.queue === undefined ? '' : await knownQueue(p, params.queue);
   await r.handle({ ...c, params, p, queue });
+}
+
+/** ?offset as a whole number (0 when absent). */
+function offsetOf(query: URLSearchParams): number {
+  const text = query.get('offset') ?? '0';
+  if (!/^\d{1,9}$/.test(text)) throw new HttpError(400, 'offset must be a whole number');
+  return Number(text);
 }
 
 async function knownQueue(p: Parts, name: string | undefined): Promise<string> {
@@ -290,6 +310,15 @@ export const ACTIONS: readonly Route<Action>[] = [
   route<Action>('/queues/:queue/pause', (q) => q.pause()),
   route<Action>('/queues/:queue/recover', async (q) => (await q.reap(1000)).length),
   route<Action>('/queues/:queue/resume', (q) => q.resume()),
+  route<Action>('/queues/:queue/lanes/:lane/pause', (q, { lane }) => pauseLane(q, lane!)),
+  route<Action>('/queues/:queue/lanes/:lane/resume', (q, { lane }) => resumeLane(q, lane!)),
+  route<Action>('/queues/:queue/lanes/:lane/concurrency', (q, { lane }, fields) =>
+    laneConcurrency(q, lane!, fields),
+  ),
+  route<Action>('/queues/:queue/lanes/:lane/rate', (q, { lane }, fields) => laneRate(q, lane!, fields)),
+  route<Action>('/queues/:queue/schedulers/:id/run', (q, { id }) => runScheduler(q, id!)),
+  route<Action>('/queues/:queue/schedulers/:id/remove', (q, { id }) => removeScheduler(q, id!)),
+  route<Action>('/queues/:queue/repeats/:name/remove', (q, { name }) => removeRepeat(q, name!)),
 ];
 
 /** Runs the action of `path` on its queue, which must exist; resolves with the verb's result. */

@@ -297,6 +297,30 @@ export class JobSchedulers {
     return verbs.removeJobScheduler(this.queue, id);
   }
 
+  /**
+   * Runs the scheduler's upcoming occurrence now, ahead of its instant (promote_job: pending,
+   * in its lane when it has one); resolves with that job's id. The cadence keeps its grid: the
+   * occurrence after it is made at the instant this one had (the hand-off, advance()), so a run
+   * brought forward is not run twice and counts once toward `limit`. EMQNOJOB when there is no
+   * such scheduler; EMQSTATE when no occurrence waits (ended, or already released and running).
+   */
+  async runNow(id: string): Promise<string> {
+    assertName('scheduler id', id);
+    const read = await this.read(id);
+    if (read.fields.repeat === undefined) throw new EchoMQError('EMQNOJOB', `no scheduler ${id}`);
+    const job = read.fields.job;
+    if (!read.waiting || !job) {
+      throw new EchoMQError(
+        'EMQSTATE',
+        read.fields.ended !== undefined
+          ? `scheduler ${id} has ended (${read.fields.ended}): no occurrence is left to run`
+          : `scheduler ${id} has no occurrence waiting (${job ? `${job} is ${read.jobState || 'gone'}` : 'none made'}): the next one is made at ${new Date(Number(read.score)).toISOString()}`,
+      );
+    }
+    await verbs.promoteJob(this.queue, job);
+    return job;
+  }
+
   /** remove() by the key a scheduler is listed under (its id; the repeatable-jobs era name). */
   removeByKey(key: string): Promise<boolean> {
     return this.remove(key);

@@ -156,10 +156,10 @@ describe('finding and acting over HTTP', () => {
     const bad = await fetch(`${d.url}queues/${name}/bulk`, {
       method: 'POST',
       headers: { 'x-csrf-token': token, 'content-type': 'application/x-www-form-urlencoded' },
-      body: `action=promote&id=${ids[2]}`,
+      body: `action=purge&id=${ids[2]}`,
     });
     expect(bad.status).toBe(400);
-    expect(await bad.text()).toContain('action must be one of retry, cancel, remove');
+    expect(await bad.text()).toContain('action must be one of promote, retry, cancel, remove');
   });
 
   it('scales the chart so one burst does not flatten the rest (3 × the 90th percentile), marking cut bars', () => {

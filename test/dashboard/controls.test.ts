@@ -1,0 +1,322 @@
+// The dashboard's controls against a real redis-server: a lane's pause, resume, concurrency and
+// rate limit (set and clear) with its waiting count and oldest wait; a scheduler's run now and
+// remove, a repeat's remove; running checked scheduled jobs now. Over HTTP (the CSRF guard and
+// read-only mode as for every action), and in headless Chromium with the confirm and the toast,
+// screenshots at desktop and 390 px width under test-artifacts/.
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { type DashboardOptions, startDashboard } from '../../src/dashboard/index.js';
+import type { EchoMQ } from '../../src/echomq.js';
+import type { Queue } from '../../src/queue.js';
+import { useQueue, useRedisServer } from '../support/harness.js';
+import { ROOT } from '../support/run-process.js';
+
+const env = useRedisServer();
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = join(ROOT, 'test-artifacts');
+
+let mq: EchoMQ;
+let name: string;
+let q: Queue;
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+
+useQueue(
+  env,
+  'ctl',
+  (f) => {
+    ({ mq, name, q } = f);
+  },
+  async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  },
+);
+
+async function dashboard(opts: DashboardOptions = {}) {
+  const d = await startDashboard({ mq, port: 0, ...opts });
+  cleanups.push(() => d.close());
+  return d;
+}
+
+async function csrfOf(url: string): Promise<string> {
+  const m = /<meta name="csrf-token" content="([^"]+)">/.exec(await (await fetch(url)).text());
+  if (!m) throw new Error('no csrf meta tag on the page');
+  return m[1]!;
+}
+
+/** POSTs a control as the page script does (JSON reply); resolves with the status and body. */
+async function post(url: string, token: string, fields: Record<string, string> = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: {
+      accept: 'application/json',
+      'x-csrf-token': token,
+      'content-type': 'application/x-www-form-urlencoded',
+    },
+    body: new URLSearchParams(fields).toString(),
+  });
+  return { status: res.status, body: (await res.json()) as { result?: { message: string }; error?: string } };
+}
+
+/** Jobs waiting in lanes: tenant-a 5, tenant-b 2, tenant-c 1. */
+async function laneJobs(): Promise<void> {
+  const groups = [
+    'tenant-a',
+    'tenant-a',
+    'tenant-a',
+    'tenant-a',
+    'tenant-a',
+    'tenant-b',
+    'tenant-b',
+    'tenant-c',
+  ];
+  await q.enqueueMany(groups.map((group, i) => ({ data: { n: i }, opts: { group, name: 'mail' } })));
+}
+
+const laneOf = async (group: string) => (await q.lanes.list()).find((l) => l.group === group)!;
+
+// ── over HTTP ───────────────────────────────────────────────────────────────────
+
+describe('controls over HTTP', () => {
+  it('lanes: busiest first with waiting and oldest wait; pause, resume, concurrency and rate set and cleared', async () => {
+    await laneJobs();
+    await q.lanes.configureDefault({ concurrency: 4 });
+    const d = await dashboard();
+    const page = await (await fetch(`${d.url}queues/${name}/lanes`)).text();
+    const order = [...page.matchAll(/data-lane-card="([^"]+)"/g)].map((m) => m[1]);
+    expect(order).toEqual(['tenant-a', 'tenant-b', 'tenant-c']);
+    expect(page).toContain('8 waiting');
+    expect(page).toMatch(
+      /<span data-lane-pending>5<\/span> waiting · oldest wait <span data-lane-wait>[\d.]+ m?s</,
+    );
+    const api = (await (await fetch(`${d.url}api/queues/${name}/lanes`)).json()) as {
+      lanes: { group: string; pending: number }[];
+      oldestWaitingMs: Record<string, number>;
+    };
+    expect(api.lanes.find((l) => l.group === 'tenant-a')?.pending).toBe(5);
+    expect(api.oldestWaitingMs['tenant-a']).toBeGreaterThanOrEqual(0);
+
+    const token = await csrfOf(d.url);
+    const lane = `${d.url}queues/${name}/lanes/tenant-a`;
+    expect((await post(`${lane}/pause`, token)).body.result?.message).toBe(
+      'lane tenant-a paused: its jobs wait, running ones finish',
+    );
+    expect((await laneOf('tenant-a')).paused).toBe(true);
+    expect((await post(`${lane}/pause`, token)).body.result?.message).toBe(
+      'lane tenant-a was already paused',
+    );
+    await post(`${lane}/resume`, token);
+    expect((await laneOf('tenant-a')).paused).toBe(false);
+
+    expect((await post(`${lane}/concurrency`, token, { concurrency: '2', do: 'set' })).status).toBe(200);
+    expect((await laneOf('tenant-a')).concurrency).toBe(2);
+    await post(`${lane}/concurrency`, token, { concurrency: '2', do: 'clear' });
+    expect((await laneOf('tenant-a')).concurrency, 'the default for lanes again').toBe(4);
+    expect((await post(`${lane}/rate`, token, { max: '10', perMs: '1000' })).body.result?.message).toBe(
+      'lane tenant-a: at most 10 per 1000 ms',
+    );
+    expect((await laneOf('tenant-a')).rateLimit).toEqual({ max: 10, perMs: 1000 });
+    await post(`${lane}/rate`, token, { do: 'clear' });
+    expect((await laneOf('tenant-a')).rateLimit).toBeNull();
+
+    // Refused: empty or non-numeric text, a zero window (the verb's own check), no CSRF token.
+    const empty = await post(`${lane}/concurrency`, token, { concurrency: '' });
+    expect(empty).toEqual({
+      status: 400,
+      body: { error: 'concurrency: give a whole number (field concurrency)' },
+    });
+    expect((await post(`${lane}/rate`, token, { max: '5', perMs: 'soon' })).status).toBe(400);
+    const zero = await post(`${lane}/rate`, token, { max: '5', perMs: '0' });
+    expect(zero.status).toBe(400);
+    expect(zero.body.error).toContain('perMs >= 1');
+    expect((await post(`${lane}/pause`, 'wrong')).status).toBe(403);
+    expect((await laneOf('tenant-a')).paused).toBe(false);
+  });
+
+  it('the queue page lists the busiest lanes with pause / resume and links to every lane', async () => {
+    await laneJobs();
+    for (let i = 0; i < 12; i++) await q.enqueue({}, { group: `quiet-${i}` });
+    await q.lanes.pause('tenant-b');
+    const d = await dashboard();
+    const html = await (await fetch(`${d.url}queues/${name}`)).text();
+    const rows = [...html.matchAll(/<tr data-lane="([^"]+)"/g)].map((m) => m[1]);
+    expect(rows.slice(0, 2)).toEqual(['tenant-a', 'tenant-b']);
+    expect(rows).toHaveLength(10);
+    expect(html).toContain('the 10 busiest of 15 lanes');
+    expect(html).toContain(`action="/queues/${name}/lanes/tenant-b/resume" data-control="1"`);
+    expect(html).toContain(`action="/queues/${name}/lanes/tenant-a/pause" data-control="1"`);
+    const second = await (await fetch(`${d.url}queues/${name}/lanes?offset=50`)).text();
+    expect(second).not.toContain('data-lane-card');
+    expect((await fetch(`${d.url}queues/${name}/lanes?offset=x`)).status).toBe(400);
+  });
+
+  it('schedulers: run now releases the upcoming occurrence; remove; a repeat’s remove', async () => {
+    const up = await q.schedulers.upsert('hourly', { every: 3_600_000 }, { name: 'report' });
+    await q.repeat.register('beat', 60_000, {});
+    const d = await dashboard();
+    const token = await csrfOf(d.url);
+    const base = `${d.url}queues/${name}`;
+    const run = await post(`${base}/schedulers/hourly/run`, token);
+    expect(run.body.result).toEqual({
+      jobId: up.jobId,
+      message: `scheduler hourly: occurrence ${up.jobId} runs now`,
+    });
+    expect((await q.get(up.jobId!))?.state).toBe('pending');
+    const again = await post(`${base}/schedulers/hourly/run`, token);
+    expect(again.status).toBe(409);
+    expect(again.body.error).toContain('scheduler hourly has no occurrence waiting');
+    expect((await post(`${base}/schedulers/nope/run`, token)).status).toBe(404);
+    expect((await post(`${base}/schedulers/hourly/remove`, token)).status).toBe(200);
+    expect(await q.schedulers.get('hourly')).toBeNull();
+    expect((await post(`${base}/schedulers/hourly/remove`, token)).status).toBe(404);
+    expect((await post(`${base}/repeats/beat/remove`, token)).body.result?.message).toBe(
+      'repeat beat removed, with its upcoming occurrence',
+    );
+    expect(await q.repeat.list()).toEqual([]);
+  });
+
+  it('runs checked scheduled jobs now (bulk promote), reporting the ones that are not scheduled', async () => {
+    const a = await q.enqueueIn({ n: 1 }, 3_600_000);
+    const b = await q.enqueueIn({ n: 2 }, 3_600_000);
+    const c = await q.enqueue({ n: 3 });
+    const d = await dashboard();
+    const token = await csrfOf(d.url);
+    const html = await (await fetch(`${d.url}queues/${name}?state=scheduled`)).text();
+    expect(html).toContain('data-bulk="promote">Run selected now</button>');
+    const body = new URLSearchParams([
+      ['action', 'promote'],
+      ['id', a.id],
+      ['id', b.id],
+      ['id', c.id],
+    ]);
+    const res = await fetch(`${d.url}queues/${name}/bulk`, {
+      method: 'POST',
+      headers: { 'x-csrf-token': token, 'content-type': 'application/x-www-form-urlencoded' },
+      body: body.toString(),
+    });
+    const { result } = (await res.json()) as { result: { done: number; refused: { id: string }[] } };
+    expect(result.done).toBe(2);
+    expect(result.refused.map((r) => r.id)).toEqual([c.id]);
+    expect((await q.counts()).scheduled).toBe(0);
+  });
+
+  it('read-only: no control forms, and every control answers 403', async () => {
+    await laneJobs();
+    await q.schedulers.upsert('hourly', { every: 3_600_000 });
+    const d = await dashboard({ readOnly: true });
+    const lanes = await (await fetch(`${d.url}queues/${name}/lanes`)).text();
+    const scheds = await (await fetch(`${d.url}queues/${name}/schedulers`)).text();
+    expect(lanes).not.toContain('data-control');
+    expect(scheds).not.toContain('data-control');
+    expect((await post(`${d.url}queues/${name}/lanes/tenant-a/pause`, 'x')).status).toBe(403);
+    expect((await post(`${d.url}queues/${name}/schedulers/hourly/run`, 'x')).status).toBe(403);
+    expect((await laneOf('tenant-a')).paused).toBe(false);
+  });
+});
+
+// ── in a browser ────────────────────────────────────────────────────────────────
+
+describe.skipIf(!existsSync(CHROMIUM))('controls in headless Chromium', () => {
+  it('pauses a lane, sets and clears its limits, runs a scheduler and checked jobs now, with confirms and toasts; 390 px fits', async () => {
+    const { chromium } = await import('playwright-core');
+    await laneJobs();
+    await q.lanes.configure('tenant-c', { rateLimit: { max: 5, perMs: 60_000 } });
+    await q.schedulers.upsert('nightly', { pattern: '0 3 * * *', tz: 'Europe/Berlin' }, { name: 'report' });
+    const every = await q.schedulers.upsert('hourly', { every: 3_600_000 }, { name: 'digest' });
+    const later = [await q.enqueueIn({ n: 1 }, 3_600_000), await q.enqueueIn({ n: 2 }, 3_600_000)];
+    const d = await dashboard();
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+    });
+    cleanups.push(() => browser.close());
+    mkdirSync(SHOTS, { recursive: true });
+    const problems: string[] = [];
+    const dialogs: string[] = [];
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('pageerror', (err) => problems.push(err.message));
+    page.on('console', (m) => {
+      if (m.type() === 'error') problems.push(m.text());
+    });
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
+    const toast = () => page.locator('.control-toast').last();
+
+    // The queue page: the lanes card, busiest first, pauses a lane in place.
+    await page.goto(`${d.url}queues/${name}`);
+    await page.locator('#lanes tr[data-lane="tenant-a"] button[data-action="pause"]').click();
+    await toast().waitFor();
+    expect(dialogs.pop()).toBe(
+      'Pause lane tenant-a? Its 5 waiting job(s) stay until it is resumed; running ones finish.',
+    );
+    expect(await toast().textContent()).toContain('lane tenant-a paused');
+    expect((await laneOf('tenant-a')).paused).toBe(true);
+    expect(await page.locator('#lanes tr[data-lane="tenant-a"] .badge.paused').count()).toBe(1);
+
+    // The lanes page: concurrency set, rate limit set and cleared, each saying what it did.
+    await page.locator('#lane-controls').click();
+    await page.waitForURL(`**/queues/${name}/lanes`);
+    const b = page.locator('[data-lane-card="tenant-b"]');
+    await b.locator('input[name="concurrency"]').fill('2');
+    await b.locator('form[action$="/concurrency"] button[value="set"]').click();
+    await expect.poll(() => toast().textContent()).toContain('lane tenant-b: concurrency 2');
+    expect((await laneOf('tenant-b')).concurrency).toBe(2);
+    await b.locator('input[name="max"]').fill('20');
+    await b.locator('input[name="perMs"]').fill('1000');
+    await b.locator('form[action$="/rate"] button[value="set"]').click();
+    await expect.poll(() => toast().textContent()).toContain('lane tenant-b: at most 20 per 1000 ms');
+    await page.locator('[data-lane-card="tenant-c"] form[action$="/rate"] button[value="clear"]').click();
+    await expect.poll(() => toast().textContent()).toContain('lane tenant-c: rate limit removed');
+    expect((await laneOf('tenant-c')).rateLimit).toBeNull();
+    // A refusal stays on the page, in a failed toast.
+    await b.locator('input[name="concurrency"]').fill('');
+    await b.locator('form[action$="/concurrency"] button[value="set"]').click();
+    await page.locator('.control-toast[data-state="failed"]').waitFor();
+    expect(await page.locator('.control-toast[data-state="failed"]').textContent()).toContain(
+      'give a whole number',
+    );
+    expect(await page.locator('[data-lane-card="tenant-a"] .badge.paused').count()).toBe(1);
+    await page.screenshot({ path: join(SHOTS, 'operate-controls-desktop.png'), fullPage: true });
+
+    // The schedulers page: run now, with its confirm; the toast names the occurrence.
+    await page.goto(`${d.url}queues/${name}/schedulers`);
+    await page.locator('tr[data-scheduler="hourly"] button[data-action="run-now"]').click();
+    await expect.poll(() => toast().textContent()).toContain(`occurrence ${every.jobId} runs now`);
+    expect(dialogs.pop()).toBe(
+      'Run the upcoming occurrence of hourly now? The one after it comes at its usual time.',
+    );
+    expect((await q.get(every.jobId!))?.state).toBe('pending');
+    await page.screenshot({ path: join(SHOTS, 'operate-controls-schedulers-desktop.png'), fullPage: true });
+
+    // The scheduled tab: checked jobs run now.
+    await page.goto(`${d.url}queues/${name}?state=scheduled`);
+    for (const j of later) await page.locator(`#jobs input[name="id"][value="${j.id}"]`).check();
+    await page.locator('#bulk button[data-bulk="promote"]').click();
+    await page.locator('.toast[data-state]').last().waitFor();
+    expect(dialogs.pop()).toBe('Run 2 selected job(s) now?');
+    await expect
+      .poll(() => page.locator('.toast[data-state]').last().textContent())
+      .toContain('Promoted 2 of 2');
+    for (const j of later) expect((await q.get(j.id))?.state).toBe('pending');
+
+    // 390 px: the lanes page and the schedulers page fit the screen.
+    const narrow = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    const widthOf = () =>
+      narrow.evaluate(
+        () =>
+          (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
+            .documentElement.scrollWidth,
+      );
+    await narrow.goto(`${d.url}queues/${name}/lanes`);
+    await narrow.locator('[data-lane-card]').first().waitFor();
+    expect(await widthOf(), 'the lanes page is no wider than the screen').toBeLessThanOrEqual(390);
+    await narrow.screenshot({ path: join(SHOTS, 'operate-controls-390.png'), fullPage: true });
+    await narrow.goto(`${d.url}queues/${name}/schedulers`);
+    expect(await widthOf(), 'the schedulers page is no wider than the screen').toBeLessThanOrEqual(390);
+    await narrow.close();
+    expect(problems).toEqual([]);
+  }, 180_000);
+});
