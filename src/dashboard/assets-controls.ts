@@ -2,7 +2,7 @@
 // marked data-control (lane pause, resume, concurrency, rate; scheduler run now, remove) is
 // posted in the background once its confirm (dashboard.js) is accepted; on success the page
 // reloads to show the new state and the toast says what the control did; a refusal stays on
-// the page in a toast. Text only through textContent, as in the other scripts.
+// the page in a toast. The lanes page polls its lanes' counts every 5 s. Text only through textContent, as in the other scripts.
 
 // Plain ES2017 for the browser. No template literals here: this whole script is one.
 export const CONTROLS_JS = String.raw`(function () {
@@ -33,6 +33,39 @@ export const CONTROLS_JS = String.raw`(function () {
     var kept = sessionStorage.getItem(KEY);
     if (kept) { sessionStorage.removeItem(KEY); toast(kept, 'ok'); }
   } catch (e) { /* storage off: no toast after the reload */ }
+
+  // The lanes page polls its lanes' counts (a lane has no events of its own to follow).
+  function duration(ms) {
+    if (ms < 1000) return Math.round(ms) + ' ms';
+    if (ms < 60000) return (ms / 1000).toFixed(1) + ' s';
+    var s = Math.floor(ms / 1000);
+    if (s < 3600) return Math.floor(s / 60) + ' min ' + (s % 60 < 10 ? '0' : '') + (s % 60) + ' s';
+    if (s < 86400) return Math.floor(s / 3600) + ' h ' + (Math.floor(s / 60) % 60 < 10 ? '0' : '') + (Math.floor(s / 60) % 60) + ' min';
+    return Math.floor(s / 86400) + ' d ' + (Math.floor(s / 3600) % 24) + ' h';
+  }
+  var queue = document.body.getAttribute('data-queue');
+  if (queue && document.body.getAttribute('data-page') === 'lanes') {
+    var live = document.getElementById('live');
+    if (live) { live.textContent = 'every 5 s'; live.title = 'lane counts are polled'; }
+    setInterval(function () {
+      fetch((meta('emq-base') || '') + '/api/queues/' + encodeURIComponent(queue) + '/lanes', { headers: { accept: 'application/json' }, credentials: 'same-origin' })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (v) {
+          if (!v) return;
+          v.lanes.forEach(function (l) {
+            var cards = document.querySelectorAll('[data-lane-card]');
+            for (var i = 0; i < cards.length; i++) {
+              if (cards[i].getAttribute('data-lane-card') !== l.group) continue;
+              var w = v.oldestWaitingMs[l.group];
+              cards[i].querySelector('[data-lane-pending]').textContent = String(l.pending);
+              cards[i].querySelector('[data-lane-running]').textContent = String(l.running);
+              cards[i].querySelector('[data-lane-wait]').textContent = w === undefined ? '—' : duration(w);
+            }
+          });
+        })
+        .catch(function () {});
+    }, 5000);
+  }
 
   document.addEventListener('submit', function (ev) {
     var f = ev.target;
