@@ -1,11 +1,12 @@
-// The controls' markup: a queue's lanes (the table on the queue page, the busiest first, and the
-// lanes page with each lane's pause, resume, concurrency and rate limit), and the schedulers
-// page with run now and remove. Control forms carry data-control: the page script
+// The controls' markup: the queue page's toolbar (pause or resume, drain the waiting jobs, clean
+// the tab's ended jobs), a queue's lanes (the table on the queue page, the busiest first, and
+// the lanes page with each lane's pause, resume, concurrency and rate limit), and the
+// schedulers page with run now and remove. Control forms carry data-control: the page script
 // (assets-controls.ts) posts them in the background and says what happened in a toast; without
 // the script they post as plain forms and come back to the page.
-import type { LaneInfo } from '../core/types.js';
+import type { JobState, LaneInfo } from '../core/types.js';
 import type { QueueStats, SchedulersResult } from '../inspect.js';
-import { esc, fmtDuration, href, layout, type PageContext, q, timeTag } from './markup.js';
+import { esc, fmtDuration, form, href, layout, type PageContext, q, timeTag } from './markup.js';
 
 /** Lanes the queue page lists (the busiest); the lanes page has them all, a page at a time. */
 export const QUEUE_PAGE_LANES = 10;
@@ -26,6 +27,43 @@ function controlForm(
 function button(label: string, opts: { value?: string; danger?: boolean } = {}): string {
   const value = opts.value === undefined ? '' : ` name="do" value="${esc(opts.value)}"`;
   return `<button type="submit" class="btn${opts.danger ? ' danger' : ''}"${value} data-action="${esc(label.toLowerCase().replace(/\s+/g, '-'))}">${esc(label)}</button>`;
+}
+
+// ── the queue ───────────────────────────────────────────────────────────────
+
+const CLEANABLE: readonly JobState[] = ['completed', 'dead', 'cancelled'];
+
+/**
+ * The queue page's toolbar controls: Pause or Resume; Drain N waiting (pending and the lanes;
+ * scheduled jobs stay); on an ended tab, Clean N of that state. Drain and clean run as tasks
+ * whose progress the page follows in a toast (assets-ops.ts), each after a confirm with its count.
+ */
+export function queueControls(ctx: PageContext, stats: QueueStats, state: JobState, ret: string): string {
+  const name = stats.name;
+  const base = `/queues/${q(name)}`;
+  const pause = stats.paused
+    ? form(ctx, href(ctx, `${base}/resume`), 'Resume', ret)
+    : form(ctx, href(ctx, `${base}/pause`), 'Pause', ret);
+  const waiting = stats.counts.pending ?? 0;
+  const drain =
+    waiting > 0
+      ? form(ctx, href(ctx, `${base}/drain`), `Drain ${waiting.toLocaleString('en-US')} waiting`, ret, {
+          danger: true,
+          task: true,
+          confirm: `Delete all ${waiting.toLocaleString('en-US')} waiting jobs of ${name} (pending and in lanes)? Scheduled and running jobs stay.`,
+        })
+      : '';
+  const ended = stats.counts[state] ?? 0;
+  const clean =
+    CLEANABLE.includes(state) && ended > 0
+      ? form(ctx, href(ctx, `${base}/clean`), `Clean ${ended.toLocaleString('en-US')} ${state}`, ret, {
+          danger: true,
+          task: true,
+          fields: { state },
+          confirm: `Delete all ${ended.toLocaleString('en-US')} ${state} jobs of ${name}?`,
+        })
+      : '';
+  return `${pause}${drain}${clean}`;
 }
 
 // ── lanes ───────────────────────────────────────────────────────────────────

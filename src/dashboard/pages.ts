@@ -10,7 +10,7 @@ import {
   type QueueSummary,
   STALE_BEATS,
 } from '../inspect.js';
-import { laneTable } from './controls-pages.js';
+import { laneTable, queueControls } from './controls-pages.js';
 import { jobsSection, listHref } from './job-list.js';
 import {
   ACTION_STATES,
@@ -138,9 +138,6 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
       return `<a class="tab${active ? ' active' : ''}" href="${esc(href(ctx, `/queues/${q(name)}`, { state: 'pending', lane: l.group }))}">${esc(l.group)} <span class="count" data-lane-count="${esc(l.group)}">${l.pending}</span></a>`;
     })
     .join('');
-  const pause = stats.paused
-    ? form(ctx, href(ctx, `/queues/${q(name)}/resume`), 'Resume', self)
-    : form(ctx, href(ctx, `/queues/${q(name)}/pause`), 'Pause', self);
   const lanes = laneTable(ctx, stats, self);
   const consumers =
     stats.consumers.length === 0
@@ -179,7 +176,7 @@ export function queuePage(ctx: PageContext, v: QueuePageView): string {
     },
     crumbs: [[name, null]],
     body: `<h1>${esc(name)} <span class="badge paused" data-paused${stats.paused ? '' : ' hidden'}>paused</span></h1>
-<div class="toolbar">${pause}<a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/schedulers`))}">Schedulers and repeats</a><a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/lanes`))}">Lanes</a></div>
+<div class="toolbar" id="queue-controls">${queueControls(ctx, stats, v.state, self)}<a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/schedulers`))}">Schedulers and repeats</a><a class="btn" href="${esc(href(ctx, `/queues/${q(name)}/lanes`))}">Lanes</a></div>
 <section class="card"><h2>Throughput, last 60 minutes</h2><p class="stats"><span data-stat="completedLastHour">${r.completedLastHour}</span> completed · <span data-stat="failedLastHour">${r.failedLastHour}</span> failed attempts · failure rate <span data-stat="failureRate">${(r.failureRate * 100).toFixed(1)}</span>% · oldest waiting job: <span id="oldest-wait">${stats.oldestWaitingMs === null ? 'none waits' : `${Math.round(stats.oldestWaitingMs / 1000)} s`}</span></p><div class="chart-box" data-chart="${esc(name)}">${throughputSvg(r.perMinute, name)}</div></section>
 <nav class="tabs" aria-label="states">${tabs}</nav>
 ${laneTabs ? `<nav class="tabs lanes" aria-label="lanes"><span class="tabs-label">lanes:</span>${laneTabs}</nav>` : ''}

@@ -200,6 +200,29 @@ describe('controls over HTTP', () => {
     expect((await q.counts()).scheduled).toBe(0);
   });
 
+  it('the queue toolbar: pause or resume, drain the waiting jobs and clean the tab’s ended ones, each with its count', async () => {
+    await laneJobs();
+    await q.enqueue({ flat: 1 });
+    const gone = await q.enqueue({ c: 1 });
+    await q.cancel(gone.id);
+    const d = await dashboard();
+    const toolbar = async (state: string) => {
+      const html = await (await fetch(`${d.url}queues/${name}?state=${state}`)).text();
+      return /<div class="toolbar" id="queue-controls">(.*?)<\/div>/s.exec(html)![1]!;
+    };
+    const pending = await toolbar('pending');
+    expect(pending).toContain('data-action="pause">Pause</button>');
+    expect(pending).toContain(
+      `data-confirm="Delete all 9 waiting jobs of ${name} (pending and in lanes)? Scheduled and running jobs stay." data-task="1"`,
+    );
+    expect(pending).toContain('>Drain 9 waiting</button>');
+    expect(pending).not.toContain('Clean');
+    const cancelled = await toolbar('cancelled');
+    expect(cancelled).toContain('<input type="hidden" name="state" value="cancelled">');
+    expect(cancelled).toContain('>Clean 1 cancelled</button>');
+    expect(await toolbar('dead')).not.toContain('Clean');
+  });
+
   it('read-only: no control forms, and every control answers 403', async () => {
     await laneJobs();
     await q.schedulers.upsert('hourly', { every: 3_600_000 });
@@ -302,6 +325,16 @@ describe.skipIf(!existsSync(CHROMIUM))('controls in headless Chromium', () => {
       .poll(() => page.locator('.toast[data-state]').last().textContent())
       .toContain('Promoted 2 of 2');
     for (const j of later) expect((await q.get(j.id))?.state).toBe('pending');
+
+    // The queue toolbar: Drain, its count in the confirm, runs as a task with a toast.
+    await page.goto(`${d.url}queues/${name}`);
+    await page.locator('#queue-controls button', { hasText: 'Drain 11 waiting' }).click();
+    await page.locator('.toast[data-task][data-state="done"]').waitFor({ timeout: 30_000 });
+    expect(dialogs.pop()).toBe(
+      `Delete all 11 waiting jobs of ${name} (pending and in lanes)? Scheduled and running jobs stay.`,
+    );
+    expect(await page.locator('.toast[data-task]').textContent()).toContain('drain waiting jobs: done, 11');
+    expect((await q.counts()).pending).toBe(0);
 
     // 390 px: the lanes page and the schedulers page fit the screen.
     const narrow = await browser.newPage({ viewport: { width: 390, height: 844 } });

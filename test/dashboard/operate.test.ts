@@ -251,7 +251,7 @@ describe.skipIf(!existsSync(CHROMIUM))('operating in headless Chromium', () => {
     );
     await page.screenshot({ path: join(SHOTS, 'operate-filters-desktop.png'), fullPage: true });
     // Retry N matching takes the filters retryAll has (name and error): not offered with a tag.
-    expect(await page.locator('form[data-task]').count()).toBe(0);
+    expect(await page.locator('#jobs-card form[data-task]').count()).toBe(0);
 
     // Retry N matching: the count is in the confirm; it runs as a task whose toast ends done.
     await page.goto(
