@@ -21,4 +21,18 @@ describe('which consumer ran a job', () => {
     const active = entries.flatMap(([sid, flat]) => eventsOf(sid, flat)).filter((e) => e.event === 'active');
     expect(active.map((e) => [e.id, e.fields.consumer])).toEqual([[id, consumer.id]]);
   });
+
+  it('jobs a completion claims (complete’s claim) record the consumer too', async ({ q, raw, key }) => {
+    // One slot and three jobs: the first is claimed by the beat, the next two by the
+    // completions before them (complete claims for the slot it frees).
+    const ids: string[] = [];
+    for (let n = 1; n <= 3; n++) ids.push((await q.enqueue({ n })).id);
+    const consumer = q.consume(() => 'ok', { concurrency: 1 });
+    try {
+      for (const id of ids) await q.waitFor(id, { timeoutMs: 10_000 });
+    } finally {
+      await consumer.close();
+    }
+    for (const id of ids) expect(await raw.hget(key(`job:${id}`), 'consumer')).toBe(consumer.id);
+  });
 });

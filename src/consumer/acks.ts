@@ -14,7 +14,7 @@ import type { Leases } from './leases.js';
 import type { ConsumeSettings } from './options.js';
 import { type PutBack, putBack, putBackOf } from './putback.js';
 import { retryDecision } from './retry-policy.js';
-import { type ClaimReply, type Running, UnrecoverableError } from './running.js';
+import { type Running, UnrecoverableError } from './running.js';
 
 /** What the acks ask of the beat that owns the slots. */
 export interface Slots {
@@ -27,7 +27,7 @@ export interface Slots {
   /** Counts n slots as promised to a claim in flight; a negative n gives them back. */
   reserve(n: number): void;
   /** Starts the jobs a reply claimed and takes in what it saw (wake id, rate wait, schedule head). */
-  startClaimed(reply: ClaimReply): void;
+  startClaimed(claimed: verbs.Claimed): void;
   /** Takes in the schedule head from a reply that claimed nothing. */
   learnHead(now: number, nextDue: number): void;
   /** A slot freed while the queue is short: block on the wake stream to see new work at once. */
@@ -55,6 +55,8 @@ export class Acks<D> {
     private readonly leases: Leases<D>,
     private readonly slots: Slots,
     private readonly events: EventEmitter<ConsumerEvents>,
+    /** Recorded on the rows its completions claim (SPEC 19.6), as the beat's own claims do. */
+    private readonly consumerId: string,
   ) {}
 
   /** Acknowledgements queued or in a retry. */
@@ -135,15 +137,12 @@ export class Acks<D> {
 
   private async send(acks: Ack<D>[], n: number): Promise<void> {
     this.leases.flushLogs(); // on the wire just before the acknowledgement
-    const argv: (string | number)[] = [this.queue.keys.prefix, this.settings.leaseMs, n];
-    for (const [job, result] of acks) argv.push(job.id, job.token, result);
+    const sent = acks.map(([job, result]) => ({ id: job.id, token: job.token, result }));
     this.slots.reserve(n);
-    let reply: [string[], ...ClaimReply];
+    let reply: Awaited<ReturnType<typeof verbs.complete>>;
     try {
-      reply = (await this.queue.run('complete', argv, undefined, this.settings.durability)) as [
-        string[],
-        ...ClaimReply,
-      ];
+      const { leaseMs, durability } = this.settings;
+      reply = await verbs.complete(this.queue, leaseMs, n, sent, durability, this.consumerId);
     } catch (err) {
       this.slots.reserve(-n);
       if (this.queue.connector.isClosed) {
@@ -165,14 +164,14 @@ export class Acks<D> {
       return;
     }
     this.slots.reserve(-n);
-    const [statuses, ...claimed] = reply;
+    const { statuses, claimed } = reply;
     for (const [i, [job, , result]] of acks.entries()) {
       this.leases.release(job);
       if (statuses[i] === 'OK') this.events.emit('completed', job, result);
       else this.leases.lose(job, false);
     }
     if (n > 0) this.slots.startClaimed(claimed);
-    else this.slots.learnHead(claimed[3], claimed[4]);
+    else this.slots.learnHead(claimed.now, claimed.nextDue);
     this.slots.watchForWork();
     this.slots.settle();
   }

@@ -24,13 +24,14 @@ import { EchoMQError } from '../core/errors.js';
 import type { ConsumerEvents, Handler } from '../core/types.js';
 import type { Replication } from '../wire/durability.js';
 import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 import { Acks, type Slots } from './acks.js';
 import { Deadlines } from './deadlines.js';
 import { Leases } from './leases.js';
 import { Legs } from './legs.js';
 import { type ConsumeOptions, consumeSettings, type Recovery } from './options.js';
 import { Parking } from './park.js';
-import { type ClaimReply, claimedJobs, type Running } from './running.js';
+import { type Running, runningJobs } from './running.js';
 
 export type { ConsumerEvents } from '../core/types.js';
 export type { ConsumeOptions, Recovery } from './options.js';
@@ -115,13 +116,13 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       reserve: (n) => {
         this.reserved += n;
       },
-      startClaimed: (reply) => this.startClaimed(...reply),
+      startClaimed: (claimed) => this.startClaimed(claimed),
       learnHead: (now, nextDue) => this.learnHead(now, nextDue),
       watchForWork: () => this.watchForWork(),
       settle: () => this.settle(),
       drain: () => this.drain(),
     };
-    this.acks = new Acks<D>(queue, s, this.leases, slots, this);
+    this.acks = new Acks<D>(queue, s, this.leases, slots, this, this.id);
     this.parking = new Parking(queue, this, () => this.closing);
     this.legs = new Legs(
       queue,
@@ -217,18 +218,13 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const n = this.free;
     if (n <= 0) return;
     this.reserved += n;
-    let reply: ClaimReply;
+    let claimed: verbs.Claimed;
     try {
-      reply = (await this.queue.run('claim', [
-        this.queue.keys.prefix,
-        n,
-        this.leaseMs,
-        this.id,
-      ])) as ClaimReply;
+      claimed = await verbs.claim(this.queue, n, this.leaseMs, this.id);
     } finally {
       this.reserved -= n;
     }
-    this.startClaimed(...reply);
+    this.startClaimed(claimed);
   }
 
   /** Waits for whichever comes first: new work (wake stream), the next due job, the beat, close. */
@@ -279,14 +275,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
    * call as the wake id, so a 'w s' written before that id (while this consumer was busy, or
    * before it parked) is not lost: its instant is the head.
    */
-  private startClaimed(
-    flat: unknown[],
-    wakeId: string,
-    waitMs: number,
-    now: number,
-    nextDue: number,
-    timeouts?: string[],
-  ): void {
+  private startClaimed({ jobs, wakeId, waitMs, now, nextDue }: verbs.Claimed): void {
     // A short reply overtaken by a wake the beat has read already is not short: that wake's
     // work may be waiting, and only a claim sent now can see it (no other wake will come).
     const overtaken = wakeId !== '' && !this.parking.shortHolds(wakeId);
@@ -294,11 +283,9 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     // A rate limit holds work back: park until its window reopens (a timer, not a poll).
     this.limitedUntil = waitMs >= 0 ? performance.now() + waitMs : Number.POSITIVE_INFINITY;
     this.learnHead(now, nextDue);
-    // Jobs' own timeouts come only when a job taken has one (SPEC 19.5): most replies have none.
-    const own = timeouts === undefined ? undefined : timeoutsById(timeouts);
-    for (const { job, bad } of claimedJobs(this.leases, flat)) {
+    for (const [i, { job, bad }] of runningJobs(this.leases, jobs).entries()) {
       this.leases.hold(job);
-      const timeoutMs = own?.get(job.id) ?? this.timeoutMs;
+      const timeoutMs = jobs[i]!.timeoutMs ?? this.timeoutMs; // its own (SPEC 19.5), else consume's
       if (timeoutMs !== undefined) {
         job.timeoutMs = timeoutMs;
         this.deadlines.add(job, timeoutMs);
@@ -436,14 +423,4 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       this.emit('error', err); // it is shown as dead once its beats are stale
     }
   }
-}
-
-/** claim's timeouts entry (id, timeout_ms pairs) as a map; a value that is no whole ms >= 1 is ignored. */
-function timeoutsById(flat: string[]): Map<string, number> {
-  const out = new Map<string, number>();
-  for (let i = 0; i + 1 < flat.length; i += 2) {
-    const ms = Number(flat[i + 1]);
-    if (Number.isSafeInteger(ms) && ms >= 1) out.set(String(flat[i]), ms);
-  }
-  return out;
 }

@@ -5,7 +5,7 @@
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { EchoMQError, showValue } from '../core/errors.js';
 import type { Job, JobContext } from '../core/types.js';
-import * as verbs from '../wire/verbs/index.js';
+import type * as verbs from '../wire/verbs/index.js';
 import { RateLimitError, SnoozeError } from './putback.js';
 
 /** Throw (or wrap) this to dead-letter a job at once, whatever attempts it has left. */
@@ -121,26 +121,10 @@ export class Running<D> implements Job<D>, JobContext {
   }
 }
 
-/** claim's reply (and complete's after its statuses): jobs, wake id, rate wait, server now, schedule head. */
-export type ClaimReply = [
-  jobs: unknown[],
-  wakeId: string,
-  waitMs: number,
-  nowMs: number,
-  nextDueMs: number,
-  /** Only when a job taken has its own execution timeout: id, timeout_ms pairs (SPEC 19.5). */
-  timeouts?: string[],
-];
-
 /** A job of a claim's reply, ready to run; `bad`: its stored data cannot run (SPEC 5.1). */
 export interface Claimed<D> {
   job: Running<D>;
   bad: UnrecoverableError | undefined;
-}
-
-/** The jobs of claim's (or complete's) flat reply, decoded (the consumer's path until it takes verbs.claim). */
-export function claimedJobs<D>(control: JobControl<D>, flat: unknown[]): Claimed<D>[] {
-  return runningJobs(control, verbs.claimedOf(flat));
 }
 
 /** The jobs a claim took (verbs.claim's), each ready to run or marked bad. */

@@ -140,7 +140,10 @@ function claimed(reply: unknown[]): Claimed {
   // A trailing `id timeout_ms` list, only when a job taken has a timeout.
   if (timeouts && timeouts.length > 0) {
     const byId = new Map<string, number>();
-    for (let i = 0; i < timeouts.length; i += 2) byId.set(timeouts[i]!, Number(timeouts[i + 1]));
+    for (let i = 0; i < timeouts.length; i += 2) {
+      const ms = Number(timeouts[i + 1]);
+      if (Number.isSafeInteger(ms) && ms >= 1) byId.set(String(timeouts[i]), ms); // else: none of its own
+    }
     for (const j of jobs) {
       const t = byId.get(j.id);
       if (t !== undefined) j.timeoutMs = t;
