@@ -489,7 +489,7 @@ describe('fail', () => {
       stack: 'Error: timeout\n    at x',
     });
     expect(await eventsSince(skip)).toEqual([
-      { event: 'failed', id: job.id, attempt: '1', reason: 'error' },
+      { event: 'failed', id: job.id, attempt: '1', reason: 'error', error: 'timeout' },
       { event: 'delayed', id: job.id, at: String(at) },
     ]);
   });
@@ -518,7 +518,7 @@ describe('fail', () => {
     expect(await zscore('active', job.id)).toBeNull();
     expect(await row(job.id)).toMatchObject({ state: 'pending', error: 'flaky' });
     expect(await eventsSince(skip)).toEqual([
-      { event: 'failed', id: job.id, attempt: '1', reason: 'error' },
+      { event: 'failed', id: job.id, attempt: '1', reason: 'error', error: 'flaky' },
       { event: 'waiting', id: job.id },
     ]);
   });
@@ -546,7 +546,7 @@ describe('fail', () => {
     expect(await zscore('active', job.id)).toBeNull();
     expect(await row(job.id)).toMatchObject({ state: 'dead', error: 'no more', finished: String(at) });
     expect(await eventsSince(skip)).toEqual([
-      { event: 'failed', id: job.id, attempt: '1', reason: 'error' },
+      { event: 'failed', id: job.id, attempt: '1', reason: 'error', error: 'no more' },
       { event: 'retries_exhausted', id: job.id, attempt: '1' },
     ]);
   });
@@ -558,7 +558,7 @@ describe('fail', () => {
     expect(await zscore('dead', job.id)).not.toBeNull();
     expect(await row(job.id)).toMatchObject({ state: 'dead', attempts: '1', max: '5' });
     expect(await eventsSince(skip)).toEqual([
-      { event: 'failed', id: job.id, attempt: '1', reason: 'unrecoverable' },
+      { event: 'failed', id: job.id, attempt: '1', reason: 'unrecoverable', error: 'bad input' },
       { event: 'retries_exhausted', id: job.id, attempt: '1' },
     ]);
   });
@@ -574,7 +574,7 @@ describe('fail', () => {
     expect(await zscore('active', job.id)).toBeNull();
     expect(await row(job.id)).toMatchObject({ state: 'cancelled', error: 'aborted' });
     expect(await eventsSince(skip)).toEqual([
-      { event: 'failed', id: job.id, attempt: '1', reason: 'cancelled' },
+      { event: 'failed', id: job.id, attempt: '1', reason: 'cancelled', error: 'aborted' },
     ]);
   });
 

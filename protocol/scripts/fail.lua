@@ -12,8 +12,10 @@
 --   EMQDATA, event failed reason data), 'cancelled' (a cancel was requested while it ran)
 -- ERRORS: EMQNOJOB no such row; EMQLEASE the token is not the job's or the job is not active
 --   (nothing changes); EMQINPUT a reason other than 'error' or 'timeout'
--- EVENTS: failed (id, attempt, reason) then delayed (id, at) | waiting (id) |
---   retries_exhausted (id, attempt); a cancelled job: failed (id, reason cancelled) only.
+-- EVENTS: failed (id, attempt, reason, error) then delayed (id, at) | waiting (id) |
+--   retries_exhausted (id, attempt); a cancelled job: failed (id, attempt, reason cancelled,
+--   error) only. error: the message's first 200 bytes (cut at a character, ended with '…'), so
+--   each attempt's error outlives the row's, which keeps the latest failure's alone.
 --   Counts failures per minute in stats:<epoch minute> (hash field failed, kept 2 hours).
 --   A job that ends (dead or cancelled) frees its dedupe lock, and fails its waiting parent
 --   unless that parent continues on child failure (lib/flow.lua: failed (parent, reason
@@ -442,6 +444,15 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local s = redis.call('HMGET', K.meta, 'events_max', 'keep_dead', 'keep_dead_ms', 'keep_ids_ms')
 local emax = s[1] or '10000'
 local woke = false
+-- The failed event's error: a bounded copy (events are many and capped by count, not bytes).
+local said = ARGV[4]
+if #said > 200 then
+  local cut = 200 -- back to a character's first byte, so the copy stays valid UTF-8
+  while cut > 0 and string.byte(said, cut + 1) >= 128 and string.byte(said, cut + 1) < 192 do
+    cut = cut - 1
+  end
+  said = string.sub(said, 1, cut) .. '…'
+end
 redis.call('ZREM', K.active, id)
 if left_active(p, K, K.job, row[5], row[11]) then woke = true end
 -- Checked before the row is written: a malformed count or priority could neither be compared
@@ -464,21 +475,21 @@ if row[6] == '1' then
   redis.call('HSET', K.job, 'state', 'cancelled', 'finished', now)
   redis.call('ZADD', K.cancelled, now, id)
   redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'attempt', attempts,
-    'reason', 'cancelled')
+    'reason', 'cancelled', 'error', said)
   trim(p, K.cancelled, tonumber(s[2] or '10000'), tonumber(s[3] or '604800000'), now, ids_window(s[4]))
   reply = 'cancelled'
 elseif delay < 0 or attempts >= max then
   redis.call('HSET', K.job, 'state', 'dead', 'finished', now)
   redis.call('ZADD', K.dead, now, id)
   redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'attempt', attempts,
-    'reason', delay < 0 and 'unrecoverable' or why)
+    'reason', delay < 0 and 'unrecoverable' or why, 'error', said)
   redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'retries_exhausted', 'id', id,
     'attempt', attempts)
   trim(p, K.dead, tonumber(s[2] or '10000'), tonumber(s[3] or '604800000'), now, ids_window(s[4]))
   reply = 'dead'
 else
   redis.call('XADD', K.events, 'MAXLEN', '~', emax, '*', 'event', 'failed', 'id', id, 'attempt', attempts,
-    'reason', why)
+    'reason', why, 'error', said)
   if delay == 0 then
     redis.call('HSET', K.job, 'state', 'pending')
     if release(p, K, id, row[5], row[7] or '0') then woke = true end
