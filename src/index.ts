@@ -11,6 +11,7 @@ export { RateLimitError, retryAfterMs, SnoozeError } from './consumer/putback.js
 export type { RetryPolicies, RetryPolicy } from './consumer/retry-policy.js';
 export type { SandboxConsumeOptions } from './consumer/sandbox/consume.js';
 export type { SandboxKind, SandboxOptions } from './consumer/sandbox/pool.js';
+export { type AttemptRun, type AttemptRuns, foldAttempts, type RunOutcome } from './core/attempts.js';
 export { Backoff, type BackoffPolicy } from './core/backoff.js';
 export { EchoMQError, type ErrorCode } from './core/errors.js';
 export { isJobId, mintJobId, occurrenceId } from './core/ids.js';

@@ -2,6 +2,7 @@
 // functions that build them from raw replies. Nothing here reads Redis (the Inspector does); a
 // view can be built and tested from plain values.
 
+import type { AttemptRun } from './core/attempts.js';
 import type { JobState, JobView, LaneInfo, QueueEvent } from './core/types.js';
 import type { RepeatView } from './recurring/repeat.js';
 import type { SchedulerView } from './recurring/schedulers.js';
@@ -125,6 +126,10 @@ export type JobDetail = ListedJob & {
   logs: string[];
   /** How many lines the job's log holds. */
   logCount: number;
+  /** Its runs (claims), oldest first, folded from history and the row (core/attempts.ts). */
+  runs: AttemptRun[];
+  /** True when earlier runs are gone from the events stream (trimmed) or were not read. */
+  runsPartial: boolean;
   /** A flow job's place: its parent (when a child), the first page of its children (a parent). */
   flow?: { parent?: { queue: string; id: string }; children: DependencyPage };
 };

@@ -5,6 +5,7 @@
 // remove, pause ...) are the Queue's verbs; the consumer never uses this module. The shapes it
 // returns, and the pure functions that build them, are in inspect-views.ts.
 
+import { foldAttempts } from './core/attempts.js';
 import { wholeNumber } from './core/check.js';
 import { jobView } from './core/codec.js';
 import { EchoMQError } from './core/errors.js';
@@ -360,10 +361,17 @@ export class Inspector {
       end = `(${chunk[chunk.length - 1]![0]}`;
     }
     history.reverse();
-    const { logs, count: logCount } = await reads.logPage(w, id, -LOG_LINES_SHOWN, LOG_LINES_SHOWN);
+    const [{ logs, count: logCount }, now] = await Promise.all([
+      reads.logPage(w, id, -LOG_LINES_SHOWN, LOG_LINES_SHOWN),
+      this.now(),
+    ]);
     const listed: ListedJob = view;
     if (view.state === 'active') await this.withLeases(w, [listed]);
-    const detail: JobDetail = { ...listed, history, historyTruncated: truncated, logs, logCount };
+    const { runs, partial } = foldAttempts(view, history, now, truncated);
+    const detail: JobDetail = {
+      ...listed,
+      ...{ history, historyTruncated: truncated, logs, logCount, runs, runsPartial: partial },
+    };
     if (row.parent !== undefined || row.children !== undefined) {
       detail.flow = {
         children: await readDependencies(this.connector, queue, id, { count: FLOW_CHILDREN_SHOWN }),

@@ -390,6 +390,7 @@ type JobView struct {
 	RunAt           *int64           `json:"runAt,omitempty"`
 	StartedAt       *int64           `json:"startedAt,omitempty"`
 	FinishedAt      *int64           `json:"finishedAt,omitempty"`
+	Consumer        string           `json:"consumer,omitempty"` // who made the latest claim, when it said
 }
 
 // Get reads a job's row; nil when no job has that id.
@@ -426,7 +427,7 @@ func number(v string) int64 {
 // DecodeRow decodes a row (HGETALL) into its view; absent fields take SPEC.md's defaults.
 func DecodeRow(id string, row map[string]string) *JobView {
 	v := &JobView{ID: id, State: row["state"], Data: jsonOrText(row["payload"]), MaxAttempts: 1}
-	v.Name, v.Group = row["name"], row["group"]
+	v.Name, v.Group, v.Consumer = row["name"], row["group"], row["consumer"]
 	if s, ok := row["attempts"]; ok {
 		v.Attempts = number(s)
 	}

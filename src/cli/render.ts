@@ -1,6 +1,7 @@
 // What the CLI prints: tables for people (columns padded, numbers right-aligned, times as UTC
 // plus "ago"), colour only on a terminal (FORCE_COLOR and NO_COLOR honoured), JSON for programs,
 // and a progress bar for long work, always on stderr so stdout stays the result.
+import type { AttemptRun } from '../core/attempts.js';
 import { formatDuration } from '../core/duration.js';
 import type { QueueEvent } from '../core/types.js';
 import { JOB_STATES, type JobState, type JobView } from '../core/types.js';
@@ -215,6 +216,7 @@ export function jobDetail(j: JobDetail): string {
   field('started', j.startedAt === undefined ? undefined : `${when(j.startedAt)} (${ago(j.startedAt)})`);
   field('finished', j.finishedAt === undefined ? undefined : `${when(j.finishedAt)} (${ago(j.finishedAt)})`);
   if (j.leaseUntil !== undefined) field('lease', leaseText(j));
+  field('consumer', j.consumer);
   if (j.cancelRequested) field('cancel', 'requested');
   field('data', clip(JSON.stringify(j.data) ?? 'null', 200));
   if (j.progress !== undefined) field('progress', clip(JSON.stringify(j.progress), 200));
@@ -222,6 +224,11 @@ export function jobDetail(j: JobDetail): string {
   if (j.error) field('error', j.error.message);
   if (j.lastError) field('last error', j.lastError.message);
   if (j.error?.stack) lines.push('  stack', ...j.error.stack.split('\n').map((l) => `    ${l}`));
+  if (j.flow) lines.push(...flowLines(j.flow));
+  if (j.runs.length > 0) {
+    lines.push(`attempts${j.runsPartial ? ' (earlier ones are no longer in the stream)' : ''}`);
+    lines.push(indent(runsTable(j.runs)));
+  }
   if (j.logCount > 0) {
     const part = j.logs.length < j.logCount ? `, the newest ${j.logs.length}` : '';
     lines.push(`logs (${j.logCount} lines${part}; all of them: echomq logs)`);
@@ -232,6 +239,50 @@ export function jobDetail(j: JobDetail): string {
   );
   for (const e of j.history) lines.push(`  ${eventLine(e)}`);
   return lines.join('\n');
+}
+
+function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((l) => `  ${l}`)
+    .join('\n');
+}
+
+/** A job's attempts (core/attempts.ts), oldest first: who ran each, how long it waited and ran, how it ended. */
+export function runsTable(runs: readonly AttemptRun[]): string {
+  return table(
+    ['#', 'CONSUMER', 'STARTED', 'WAITED', 'RAN', 'OUTCOME', 'ERROR'],
+    runs.map((r) => [
+      r.attempt,
+      r.consumer ?? '-',
+      when(r.startedAt),
+      r.waitMs === undefined ? '-' : span(r.waitMs),
+      r.runMs === undefined ? '-' : span(r.runMs),
+      r.reason ? `${r.outcome} (${r.reason})` : r.outcome,
+      r.error ? clip(r.error, 60) : '',
+    ]),
+  );
+}
+
+/** A flow job's parent and the children the detail holds, each with where it stands. */
+function flowLines(flow: NonNullable<JobDetail['flow']>): string[] {
+  const out: string[] = [];
+  if (flow.parent) out.push(`  parent      ${flow.parent.id} (queue ${flow.parent.queue})`);
+  const { processed, pending, cursor } = flow.children;
+  if (processed.length + pending.length === 0) return out;
+  out.push(
+    `children (${processed.length} processed, ${pending.length} pending${cursor > 0 ? ', more: echomq flow' : ''})`,
+  );
+  for (const d of processed) {
+    const how = d.failure
+      ? `: ${clip(d.failure, 60)}`
+      : d.result === undefined
+        ? ''
+        : ` -> ${clip(JSON.stringify(d.result) ?? 'null', 60)}`;
+    out.push(`  ${d.id}  ${d.queue}  processed${how}`);
+  }
+  for (const d of pending) out.push(`  ${d.id}  ${d.queue}  pending`);
+  return out;
 }
 
 export function statsText(st: QueueStats): string {

@@ -83,5 +83,6 @@ export function jobView<D, R>(id: string, row: Record<string, string>): JobView<
   if (started !== undefined) view.startedAt = started;
   const finished = num(row.finished);
   if (finished !== undefined) view.finishedAt = finished;
+  if (row.consumer) view.consumer = row.consumer;
   return view;
 }

@@ -159,6 +159,8 @@ export interface JobView<D = unknown, R = unknown> {
   runAt?: number;
   startedAt?: number;
   finishedAt?: number;
+  /** The id of the consumer that made the latest claim, when that claim recorded one (Consumer.id). */
+  consumer?: string;
 }
 
 // ── handlers ──

@@ -4,6 +4,8 @@
 // text with textContent and builds elements with createElement, never from markup strings,
 // except the chart, an SVG the server renders (parsed as SVG, so nothing in it can run).
 
+import { JOB_CSS, JOB_JS } from './assets-job.js';
+
 export const DASHBOARD_CSS = `
 :root { color-scheme: light dark; --bg: #f7f7f8; --fg: #1d1d1f; --muted: #6b6b72; --card: #fff;
   --line: #e2e2e6; --accent: #3355cc; --ok: #2e7d32; --fail: #c62828; --warn: #b26a00; }
@@ -79,7 +81,7 @@ td.preview { color: var(--muted); max-width: 18rem; overflow: hidden; text-overf
 .toast-text { flex: 1; } .toast progress { flex-basis: 100%; width: 100%; }
 .toast-close { border: 0; background: none; color: var(--muted); cursor: pointer; font-size: 16px; }
 [hidden] { display: none !important; }
-`;
+${JOB_CSS}`;
 
 // Plain ES2017 for the browser. No template literals here: this whole script is one.
 export const DASHBOARD_JS = String.raw`(function () {
@@ -308,52 +310,7 @@ export const DASHBOARD_JS = String.raw`(function () {
     follow([queue], function () { refresh(); charts(); });
   }
 
-  // ── one job ────────────────────────────────────────────────────────────────
-  function jobPage() {
-    var queue = body.getAttribute('data-queue');
-    var id = body.getAttribute('data-job');
-    function box(name, text) {
-      var b = document.getElementById(name + '-box');
-      if (b) b.hidden = text === undefined || text === null || text === '';
-      setText(name, text === undefined || text === null ? '' : text);
-    }
-    var refresh = throttle(function () {
-      api('/api/queues/' + enc(queue) + '/jobs/' + enc(id)).then(function (job) {
-        var st = document.getElementById('job-state');
-        st.textContent = job.state; st.className = 'state state-' + job.state;
-        setText('job-attempts', job.attempts + ' / ' + job.maxAttempts);
-        setText('job-stalled', String(job.stalled));
-        setText('job-cancel', job.cancelRequested ? 'yes' : 'no');
-        setText('job-runat', fmtTime(job.runAt));
-        setText('job-started', fmtTime(job.startedAt));
-        setText('job-finished', fmtTime(job.finishedAt));
-        box('job-data', pretty(job.data));
-        box('job-result', job.result === undefined ? undefined : pretty(job.result));
-        box('job-error', job.error ? job.error.message : undefined);
-        box('job-stack', job.error ? job.error.stack : undefined);
-        box('job-last-error', job.lastError ? (job.lastError.message + '\n\n' + (job.lastError.stack || '')).trim() : undefined);
-        box('job-progress', job.progress === undefined ? undefined : pretty(job.progress));
-        box('job-logs', job.logCount ? job.logs.join('\n') : undefined);
-        var forms = document.querySelectorAll('#job-actions form[data-states]');
-        for (var i = 0; i < forms.length; i++) forms[i].hidden = forms[i].getAttribute('data-states').split(' ').indexOf(job.state) < 0;
-        var list = document.getElementById('job-history');
-        list.replaceChildren.apply(list, job.history.map(function (e) {
-          var li = el('li');
-          li.appendChild(el('time', null, fmtTime(Number(e.streamId.split('-')[0]))));
-          li.appendChild(document.createTextNode(' '));
-          li.appendChild(el('span', { class: 'event event-' + e.event }, e.event));
-          li.appendChild(document.createTextNode(' '));
-          var f = Object.keys(e.fields).filter(function (k) { return e.fields[k] !== ''; })
-            .map(function (k) { return k + '=' + e.fields[k]; }).join(' ');
-          li.appendChild(el('span', { class: 'fields' }, f));
-          return li;
-        }));
-        body.setAttribute('data-job-state', job.state);
-      }).catch(function () {});
-    }, 300);
-    follow([queue], function (e) { if (!e || e.id === id) refresh(); });
-  }
-
+${JOB_JS}
   if (page === 'overview') overview();
   else if (page === 'queue') queuePage();
   else if (page === 'job') jobPage();

@@ -4,7 +4,6 @@
 
 import { JOB_STATES } from '../core/types.js';
 import {
-  type JobDetail,
   type MinuteRate,
   type QueueStats,
   type QueueSummary,
@@ -12,19 +11,7 @@ import {
 } from '../inspect.js';
 import { laneTable, queueControls } from './controls-pages.js';
 import { jobsSection, listHref } from './job-list.js';
-import {
-  ACTION_STATES,
-  capBadge,
-  esc,
-  fmtTime,
-  form,
-  href,
-  layout,
-  type PageContext,
-  pretty,
-  q,
-  stateBadge,
-} from './markup.js';
+import { capBadge, esc, fmtTime, form, href, layout, type PageContext, q } from './markup.js';
 import type { JobListing } from './search.js';
 
 // ── the throughput chart ──────────────────────────────────────────────────────
@@ -186,94 +173,9 @@ ${jobsSection(ctx, stats, v, self)}
   });
 }
 
-// ── one job ───────────────────────────────────────────────────────────────────
+// ── one job: job-page.ts ──────────────────────────────────────────────────────
 
-function historyItems(job: JobDetail): string {
-  return job.history
-    .map((e) => {
-      const ms = Number(e.streamId.split('-')[0]);
-      const fields = Object.entries(e.fields)
-        .filter(([, v]) => v !== '')
-        .map(([k, v]) => `${k}=${v}`)
-        .join(' ');
-      return `<li><time>${fmtTime(ms)}</time> <span class="event event-${esc(e.event)}">${esc(e.event)}</span> <span class="fields">${esc(fields)}</span></li>`;
-    })
-    .join('');
-}
-
-/** A flow job's parent and its first children (pending or processed), each linking to its page. */
-function flowSection(ctx: PageContext, job: JobDetail): string {
-  if (!job.flow) return '';
-  const link = (d: { queue: string; id: string }) =>
-    `<a class="mono" href="${href(ctx, `/queues/${q(d.queue)}/jobs/${q(d.id)}`)}">${esc(d.id)}</a> <span class="fields">${esc(d.queue)}</span>`;
-  const { parent, children } = job.flow;
-  const items = [
-    ...children.processed.map(
-      (d) => `<li>${link(d)} processed${d.failure ? `: ${esc(d.failure)}` : ''}</li>`,
-    ),
-    ...children.pending.map((d) => `<li>${link(d)} pending</li>`),
-  ];
-  return `<section class="card" id="job-flow-box"><h2>Flow</h2>${parent ? `<p>parent: ${link(parent)}</p>` : ''}${
-    items.length > 0 ? `<ul id="job-flow-children">${items.join('')}</ul>` : ''
-  }${children.cursor > 0 ? '<p class="empty">More children: echomq flow, or queue.dependencies().</p>' : ''}</section>`;
-}
-
-export function jobPage(ctx: PageContext, queue: string, job: JobDetail): string {
-  const self = href(ctx, `/queues/${q(queue)}/jobs/${q(job.id)}`);
-  const back = href(ctx, `/queues/${q(queue)}`, { state: job.state });
-  const actions = (['promote', 'retry', 'cancel', 'remove'] as const)
-    .map((a) =>
-      form(ctx, `${self}/${a}`, a[0]!.toUpperCase() + a.slice(1), a === 'remove' ? back : self, {
-        danger: a === 'remove',
-        states: ACTION_STATES[a],
-        hidden: !ACTION_STATES[a].includes(job.state),
-        confirm: a === 'remove' ? 'Delete this job for good?' : undefined,
-      }),
-    )
-    .join('');
-  const section = (id: string, title: string, text: string | undefined) =>
-    `<section class="card" id="${id}-box"${text === undefined ? ' hidden' : ''}><h2>${esc(title)}</h2><pre id="${id}">${esc(text ?? '')}</pre></section>`;
-  const errorText = job.error ? job.error.message : undefined;
-  const lastError = job.lastError
-    ? `${job.lastError.message}\n\n${job.lastError.stack ?? ''}`.trim()
-    : undefined;
-  const row = (label: string, id: string, value: string) =>
-    `<dt>${esc(label)}</dt><dd id="${id}">${value}</dd>`;
-  return layout(ctx, {
-    title: job.id,
-    page: 'job',
-    data: { queue, job: job.id },
-    crumbs: [
-      [queue, href(ctx, `/queues/${q(queue)}`)],
-      [job.id, null],
-    ],
-    body: `<h1><span class="mono">${esc(job.id)}</span> ${stateBadge(job.state, 'job-state')}</h1>
-<div class="toolbar" id="job-actions">${actions}</div>
-<section class="card"><dl class="facts">
-${row('name', 'job-name', esc(job.name ?? '—'))}
-${row('lane', 'job-group', esc(job.group ?? '—'))}
-${row('priority', 'job-priority', esc(job.priority ?? '—'))}
-${row('tags', 'job-tags', esc(job.tags?.join(', ') ?? '—'))}
-${row('attempts', 'job-attempts', esc(`${job.attempts} / ${job.maxAttempts}`))}
-${row('stalled', 'job-stalled', esc(job.stalled))}
-${row('cancel requested', 'job-cancel', job.cancelRequested ? 'yes' : 'no')}
-${row('created', 'job-created', fmtTime(job.createdAt))}
-${row('runs at', 'job-runat', fmtTime(job.runAt))}
-${row('started', 'job-started', fmtTime(job.startedAt))}
-${row('finished', 'job-finished', fmtTime(job.finishedAt))}
-${job.leaseUntil === undefined ? '' : row('lease until', 'job-lease', `${fmtTime(job.leaseUntil)}${job.leaseExpired ? ' (expired: its consumer died; `echomq recover` or a running consumer returns it)' : ''}`)}
-</dl></section>
-${section('job-data', 'Data', pretty(job.data))}
-${section('job-result', 'Result', job.result === undefined ? undefined : pretty(job.result))}
-${section('job-error', 'Error', errorText)}
-${section('job-stack', 'Stack', job.error?.stack)}
-${section('job-last-error', 'Error before the last retry', lastError)}
-${section('job-progress', 'Progress', job.progress === undefined ? undefined : pretty(job.progress))}
-${flowSection(ctx, job)}
-${section('job-logs', job.logs.length < job.logCount ? `Logs (the newest ${job.logs.length} of ${job.logCount} lines)` : 'Logs', job.logCount === 0 ? undefined : job.logs.join('\n'))}
-<section class="card"><h2>Timeline</h2><ol class="timeline" id="job-history">${historyItems(job)}</ol>${job.historyTruncated ? '<p class="empty">Older entries were not read.</p>' : ''}<p class="empty">Events older than the stream's cap are gone.</p></section>`,
-  });
-}
+export { jobPage } from './job-page.js';
 
 /** The queues that hold a job of one id (ids are unique per queue, not across queues). */
 export function foundPage(ctx: PageContext, id: string, queues: readonly string[]): string {

@@ -26,6 +26,7 @@ import {
 import { lanesPage, schedulersPage } from './controls-pages.js';
 import { SECURITY_HEADERS } from './guard.js';
 import { HttpError, html, json, send } from './http.js';
+import { logPage } from './job-page.js';
 import type { PageContext } from './markup.js';
 import { foundPage, jobPage, overviewPage, queuePage, sumRates, throughputSvg } from './pages.js';
 import { dataPreview, jobQuery, listJobs } from './search.js';
@@ -169,6 +170,7 @@ export const READS: readonly Route<Read>[] = [
     });
   }),
   route<Read>('/api/queues/:queue/jobs/:id', async (c) => json(c.res, await jobOf(c))),
+  route<Read>('/api/queues/:queue/jobs/:id/logs', async (c) => json(c.res, await logPage(c.p.mq, c))),
   route<Read>('/api/queues/:queue/tasks', async (c) => json(c.res, c.site.tasks.of(c.queue))),
   route<Read>('/api/tasks/:task', async (c) => {
     const task = c.site.tasks.get(c.params.task!);
