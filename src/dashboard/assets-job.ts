@@ -15,7 +15,7 @@ details.json-box > summary h2 { margin: 0; }
 details.json-box[open] > summary { margin-bottom: .6rem; }
 details.json-box .copy { margin-left: auto; }
 .j-k { color: var(--accent); } .j-s { color: var(--ok); } .j-n, .j-l { color: var(--warn); }
-table.runs td .state { white-space: nowrap; }
+table.runs td .state, table.runs td.num { white-space: nowrap; }
 table.runs .error-message { overflow-wrap: anywhere; }
 @media (max-width: 600px) {
   dl.facts { grid-template-columns: minmax(5.5rem, max-content) minmax(0, 1fr); gap: .3rem .7rem; }
@@ -25,6 +25,7 @@ table.runs .error-message { overflow-wrap: anywhere; }
   table.runs td { border: 0; padding: .1rem 0; display: flex; gap: .6rem; text-align: left !important; }
   table.runs td::before { content: attr(data-label); color: var(--muted); min-width: 5rem; flex: none; }
   table.runs td > * { min-width: 0; }
+  table.runs td:empty { display: none; }
   ol.timeline li { overflow-wrap: anywhere; }
 }
 `;
@@ -92,11 +93,11 @@ export const JOB_JS = String.raw`  // ── one job ─────────
         r.consumer ? el('span', { class: 'mono' }, r.consumer) : document.createTextNode('\u2014'),
         timeEl(r.readyAt), timeEl(r.startedAt),
         document.createTextNode(dur(r.waitMs)), document.createTextNode(dur(r.runMs)),
-        out, el('span', { class: 'error-message' }, r.error || '')
+        out, r.error ? el('span', { class: 'error-message' }, r.error) : null
       ];
       cells.forEach(function (c, i) {
         var td = el('td', i === 4 || i === 5 ? { 'data-label': COLUMNS[i], class: 'num' } : { 'data-label': COLUMNS[i] });
-        td.appendChild(c);
+        if (c) td.appendChild(c);
         tr.appendChild(td);
       });
       return tr;
