@@ -57,8 +57,6 @@ export type {
 } from './inspect-views.js';
 export { STALE_BEATS, TAG_SCAN_MAX } from './inspect-views.js';
 
-/** Jobs read per call when a tag filter reads a state's jobs in order. */
-const TAG_CHUNK = 500;
 const TERMINAL = new Set<JobState>(['completed', 'dead', 'cancelled']);
 const MAX_LIMIT = 1000;
 /** Consumers silent for longer are not listed. */
@@ -311,23 +309,16 @@ export class Inspector {
     if (typeof tag !== 'string' || tag.length === 0) {
       throw new EchoMQError('EMQINPUT', 'tag must be a non-empty string');
     }
-    const matches: string[] = [];
-    let total = 0;
-    let scanned = 0;
-    for (const set of sets) {
-      for (let start = 0; scanned < TAG_SCAN_MAX; start += TAG_CHUNK) {
-        const stop = start + Math.min(TAG_CHUNK, TAG_SCAN_MAX - scanned) - 1;
-        const ids = await model.slice(w, set, start, stop, TERMINAL.has(state));
-        if (ids.length === 0) break;
-        scanned += ids.length;
-        const tags = await reads.fieldsOf(w, ids, 'tags');
-        for (const [i, id] of ids.entries()) {
-          if (!(tags[i]![0] ?? '').split(',').includes(tag)) continue;
-          if (total >= offset && matches.length < limit) matches.push(id);
-          total += 1;
-        }
-      }
-    }
+    const {
+      total,
+      ids: matches,
+      scanned,
+    } = await model.tagged(w, sets, tag, {
+      offset,
+      limit,
+      newestFirst: TERMINAL.has(state),
+      scanMax: TAG_SCAN_MAX,
+    });
     return { total, jobs: await reads.rows(w, matches), partial: scanned >= TAG_SCAN_MAX };
   }
 
@@ -343,23 +334,17 @@ export class Inspector {
     if (!row.state) return null;
     const view = jobView(id, row);
     const since = Math.max(0, view.createdAt - HISTORY_SLACK_MS);
+    // The stream newest first back to the job's creation, keeping this job's entries.
     const history: QueueEvent[] = [];
-    let end = '+';
-    let scanned = 0;
-    let truncated = false;
-    for (;;) {
-      if (scanned >= HISTORY_MAX_SCANNED) {
-        truncated = true;
-        break;
-      }
-      const chunk = await model.eventsBack(w, end, String(since), HISTORY_CHUNK);
-      scanned += chunk.length;
-      for (const [streamId, flat] of chunk) {
-        for (const e of eventsOf(streamId, flat)) if (e.id === id) history.push(e);
-      }
-      if (chunk.length < HISTORY_CHUNK) break;
-      end = `(${chunk[chunk.length - 1]![0]}`;
-    }
+    const truncated = await model.eventsSince(
+      w,
+      String(since),
+      HISTORY_CHUNK,
+      HISTORY_MAX_SCANNED,
+      (sid, flat) => {
+        for (const e of eventsOf(sid, flat)) if (e.id === id) history.push(e);
+      },
+    );
     history.reverse();
     const [{ logs, count: logCount }, now] = await Promise.all([
       reads.logPage(w, id, -LOG_LINES_SHOWN, LOG_LINES_SHOWN),

@@ -5,50 +5,51 @@
 // clock, and consumers parked meanwhile (60 s beats: no beat can hide a missed wake) claim it
 // when it ends. Both give back lane and queue-wide slots, and both are fenced by the lease token.
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
 import { RateLimitError, retryAfterMs, SnoozeError } from '../src/consumer/putback.js';
 import { EchoMQError } from '../src/core/errors.js';
 import type { Job, JobContext } from '../src/core/types.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
-import { Consumers, completions, expectRefused, poll, streamEvents, within } from './support/observe.js';
+import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
+import type { Consumers } from './support/observe.js';
+import { completions, expectRefused, poll, streamEvents, within } from './support/observe.js';
 
 const env = useRedisServer();
 
-let raw: Redis;
-let name: string;
-let q: Queue;
-let P: string;
-const consumers = new Consumers(() => env.server.url);
+/** The file's helpers over one test's queue. */
+function helpers({ raw, P, pool, queueName }: { raw: Redis; P: string; pool: Consumers; queueName: string }) {
+  /** Three consumers of the queue on their own connections, parked between wakes (60 s beats). */
+  async function three(
+    handler: (job: Job<never>, ctx: JobContext) => unknown,
+    concurrency = 2,
+  ): Promise<Consumer[]> {
+    const cs: Consumer[] = [];
+    for (let i = 0; i < 3; i++)
+      cs.push((await pool.start(queueName, handler as never, { concurrency, beatMs: 60_000 })) as Consumer);
+    return cs;
+  }
 
-useQueue(
-  env,
-  'putback',
-  (f) => {
-    ({ raw, name, q, P } = f);
-  },
-  () => consumers.closeAll(),
-);
-
-/** Three consumers of the queue on their own connections, parked between wakes (60 s beats). */
-async function three(
-  handler: (job: Job<never>, ctx: JobContext) => unknown,
-  concurrency = 2,
-): Promise<Consumer[]> {
-  const cs: Consumer[] = [];
-  for (let i = 0; i < 3; i++)
-    cs.push((await consumers.start(name, handler as never, { concurrency, beatMs: 60_000 })) as Consumer);
-  return cs;
+  /** The server instant (ms) of the job's latest claim. */
+  async function started(id: string): Promise<number> {
+    return Number(await raw.hget(`${P}job:${id}`, 'started'));
+  }
+  return { three, started };
 }
+type Helpers = ReturnType<typeof helpers>;
 
-/** The server instant (ms) of the job's latest claim. */
-async function started(id: string): Promise<number> {
-  return Number(await raw.hget(`${P}job:${id}`, 'started'));
-}
+const it = queueTest(env, 'putback')
+  .extend<{ h: Helpers }>({
+    h: async ({ raw, P, pool, queueName }, use) => use(helpers({ raw, P, pool, queueName })),
+  })
+  .extend<Helpers>(helperFixtures<Helpers>(['three', 'started']));
 
 describe('snooze and step jobs', () => {
-  it('runs a step job as a state machine: update, snooze, and the next run reads the new data, no attempt spent', async () => {
+  it('runs a step job as a state machine: update, snooze, and the next run reads the new data, no attempt spent', async ({
+    raw,
+    q,
+    P,
+    three,
+  }) => {
     type Step = { step: number; seen: number[] };
     const runs: number[] = [];
     const cs = await three(async (job: Job<Step>, ctx) => {
@@ -81,7 +82,12 @@ describe('snooze and step jobs', () => {
     ]);
   });
 
-  it('throw new SnoozeError(ms) frees the lane slot and the queue-wide slot for the next job', async () => {
+  it('throw new SnoozeError(ms) frees the lane slot and the queue-wide slot for the next job', async ({
+    raw,
+    q,
+    P,
+    three,
+  }) => {
     await q.configure({ concurrency: 1 });
     await q.lanes.configure('g', { concurrency: 1 });
     const order: string[] = [];
@@ -99,7 +105,13 @@ describe('snooze and step jobs', () => {
     expect(await raw.hgetall(`${P}lanes:running`)).toEqual({});
   });
 
-  it('refuses a snooze under a lost lease like a late completion, and bad delays at the call', async () => {
+  it('refuses a snooze under a lost lease like a late completion, and bad delays at the call', async ({
+    raw,
+    q,
+    P,
+    queueName,
+    pool,
+  }) => {
     const { id } = await q.enqueue('x');
     const [flat] = (await q.run('claim', [P, 1, 1])) as [(string | number)[]];
     const token = String(flat[1]);
@@ -119,7 +131,7 @@ describe('snooze and step jobs', () => {
     // From a handler: the bad call fails that attempt, saying why; nothing is put back.
     expect(await q.remove(id)).toBe(true);
     const other = (await q.enqueue('y', { attempts: 1 })).id;
-    const c = await consumers.start(name, (_job, ctx) => ctx.snooze(0), { concurrency: 1 });
+    const c = await pool.start(queueName, (_job, ctx) => ctx.snooze(0), { concurrency: 1 });
     const failed = new Promise<Error>((resolve) => c.on('failed', (_job, err) => resolve(err)));
     expect((await within(failed, 10_000, 'the failed attempt')).message).toMatch(/snooze delayMs/);
     await poll(
@@ -131,7 +143,13 @@ describe('snooze and step jobs', () => {
 });
 
 describe('back-pressure from the handler (RateLimitError)', () => {
-  it('holds the whole queue for every consumer on the server clock, then parked consumers run the job', async () => {
+  it('holds the whole queue for every consumer on the server clock, then parked consumers run the job', async ({
+    raw,
+    q,
+    P,
+    three,
+    started,
+  }) => {
     let thrown = false;
     const cs = await three(async (job: Job<never>, ctx) => {
       if (!thrown && (job.data as { first?: boolean }).first) {
@@ -160,7 +178,13 @@ describe('back-pressure from the handler (RateLimitError)', () => {
     expect(waiting).toMatchObject({ id: ids[0], reason: 'rate_limit', until: String(until) });
   });
 
-  it("holds only a grouped job's lane: the other lanes and flat jobs flow meanwhile", async () => {
+  it("holds only a grouped job's lane: the other lanes and flat jobs flow meanwhile", async ({
+    raw,
+    q,
+    P,
+    three,
+    started,
+  }) => {
     await q.configure({ concurrency: 10 });
     let thrown = false;
     const cs = await three(async (job: Job<never>) => {

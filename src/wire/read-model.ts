@@ -6,7 +6,7 @@ import { createdAt } from '../core/codec.js';
 import type { Connector } from './connector.js';
 import { QUEUES_KEY } from './keyspace.js';
 import type { QueueWire } from './queue-wire.js';
-import { replies } from './reads.js';
+import { fieldsOf, replies } from './reads.js';
 
 /** The retention counts a queue has without configure (SPEC 6, meta keep_completed, keep_dead). */
 const KEPT_COMPLETED = 1000;
@@ -102,6 +102,39 @@ export function slice(
   return newestFirst ? c.zrevrange(set, start, stop) : c.zrange(set, start, stop);
 }
 
+/** Jobs read per call when a tag filter reads a state's jobs in order. */
+const TAG_CHUNK = 500;
+
+/**
+ * The ids in `sets` (read in order, in chunks, at most `scanMax`) whose row carries `tag`: the
+ * page from `offset` (at most `limit`), how many match in all that was read, and how many were read.
+ */
+export async function tagged(
+  w: QueueWire,
+  sets: readonly string[],
+  tag: string,
+  page: { offset: number; limit: number; newestFirst: boolean; scanMax: number },
+): Promise<{ total: number; ids: string[]; scanned: number }> {
+  const ids: string[] = [];
+  let total = 0;
+  let scanned = 0;
+  for (const set of sets) {
+    for (let start = 0; scanned < page.scanMax; start += TAG_CHUNK) {
+      const stop = start + Math.min(TAG_CHUNK, page.scanMax - scanned) - 1;
+      const chunk = await slice(w, set, start, stop, page.newestFirst);
+      if (chunk.length === 0) break;
+      scanned += chunk.length;
+      const tags = await fieldsOf(w, chunk, 'tags');
+      for (const [i, id] of chunk.entries()) {
+        if (!(tags[i]![0] ?? '').split(',').includes(tag)) continue;
+        if (total >= page.offset && ids.length < page.limit) ids.push(id);
+        total += 1;
+      }
+    }
+  }
+  return { total, ids, scanned };
+}
+
 /** Each active job's lease deadline (its score in active), null where it is not active. */
 export async function leaseDeadlines(w: QueueWire, ids: readonly string[]): Promise<(number | null)[]> {
   const scores = await w.connector.client.zmscore(w.keys.key('active'), ...ids);
@@ -133,6 +166,28 @@ export async function eventsBack(
     string,
     string[],
   ][];
+}
+
+/**
+ * Reads the events stream newest first from its end back to `since` (a stream id), in calls of
+ * `chunk` entries, handing each entry to `visit`; true when it stopped at `max` read.
+ */
+export async function eventsSince(
+  w: QueueWire,
+  since: string,
+  chunk: number,
+  max: number,
+  visit: (streamId: string, flat: string[]) => void,
+): Promise<boolean> {
+  let end = '+';
+  for (let scanned = 0; ; ) {
+    if (scanned >= max) return true;
+    const part = await eventsBack(w, end, since, chunk);
+    scanned += part.length;
+    for (const [streamId, flat] of part) visit(streamId, flat);
+    if (part.length < chunk) return false;
+    end = `(${part[part.length - 1]![0]}`;
+  }
 }
 
 /** The consumers that beat at or after `since` (server clock), most recent first, with their info. */
