@@ -3,65 +3,79 @@
 // job ends dead with a reason (EMQDATA naming the field), every other job runs, the consumer
 // keeps running, and no call fails halfway.
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
 import { poll } from './support/wait.js';
 
 const env = useRedisServer();
 
-let q: Queue<number, number>;
-let raw: Redis;
-let P: string;
-let consumer: Consumer<number, number> | undefined;
-const errors: unknown[] = [];
+/** The file's helpers over one test's queue: its consumers go to `consumers` (closed after the test). */
+function helpers({
+  q,
+  raw,
+  P,
+  consumers,
+}: {
+  q: Queue<number, number>;
+  raw: Redis;
+  P: string;
+  consumers: Consumer<number, number>[];
+}) {
+  /** The degraded beats of the test's consumers. */
+  const errors: unknown[] = [];
 
-useQueue<number, number>(
-  env,
-  'bad',
-  (f) => {
-    ({ q, raw, P } = f);
-    errors.length = 0;
-  },
-  async () => {
-    await consumer?.close({ timeoutMs: 0 });
-    consumer = undefined;
-  },
-);
+  /** Enqueues `n` jobs (data 0..n-1) and returns their ids, in order. */
+  async function enqueue(n: number): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) ids.push((await q.enqueue(i)).id);
+    return ids;
+  }
 
-/** Enqueues `n` jobs (data 0..n-1) and returns their ids, in order. */
-async function enqueue(n: number): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i++) ids.push((await q.enqueue(i)).id);
-  return ids;
+  /** Starts a consumer that completes every job (or runs `handler`) and records its degraded beats. */
+  function consume(handler: (data: number) => number = (d) => d, beatMs = 200): Consumer<number, number> {
+    const consumer = q.consume((job) => handler(job.data), { concurrency: 5, beatMs, leaseMs: 5000 });
+    consumers.push(consumer);
+    consumer.on('degraded', (err) => errors.push(err));
+    return consumer;
+  }
+
+  async function settled(good: number, dead: number): Promise<void> {
+    await poll(
+      () => q.counts(),
+      (c) => c.completed === good && c.dead === dead,
+      `${good} completed and ${dead} dead`,
+      15_000,
+    );
+  }
+
+  async function expectDeadFor(id: string, field: string): Promise<void> {
+    const view = await q.get(id);
+    expect(view?.state).toBe('dead');
+    expect(view?.error?.message).toMatch(new RegExp(`^EMQDATA job ${id}\\b.*\\b${field}\\b`));
+    expect(await raw.zscore(`${P}dead`, id)).not.toBeNull();
+  }
+  return { errors, enqueue, consume, settled, expectDeadFor };
 }
+type Helpers = ReturnType<typeof helpers>;
 
-/** Starts a consumer that completes every job (or runs `handler`) and records its degraded beats. */
-function consume(handler: (data: number) => number = (d) => d, beatMs = 200): Consumer<number, number> {
-  consumer = q.consume((job) => handler(job.data), { concurrency: 5, beatMs, leaseMs: 5000 });
-  consumer.on('degraded', (err) => errors.push(err));
-  return consumer;
-}
-
-async function settled(good: number, dead: number): Promise<void> {
-  await poll(
-    () => q.counts(),
-    (c) => c.completed === good && c.dead === dead,
-    `${good} completed and ${dead} dead`,
-    15_000,
-  );
-}
-
-async function expectDeadFor(id: string, field: string): Promise<void> {
-  const view = await q.get(id);
-  expect(view?.state).toBe('dead');
-  expect(view?.error?.message).toMatch(new RegExp(`^EMQDATA job ${id}\\b.*\\b${field}\\b`));
-  expect(await raw.zscore(`${P}dead`, id)).not.toBeNull();
-}
+const it = queueTest<number, number>(env, 'bad')
+  .extend<{ h: Helpers }>({
+    h: async ({ q, raw, P, consumers }, use) => use(helpers({ q, raw, P, consumers })),
+  })
+  .extend<Helpers>(helperFixtures<Helpers>(['errors', 'enqueue', 'consume', 'settled', 'expectDeadFor']));
 
 describe('a malformed row is dead-lettered as EMQDATA and costs no other job', () => {
-  it('claim: 20 good jobs beside one whose attempts is not a number all run', async () => {
+  it('claim: 20 good jobs beside one whose attempts is not a number all run', async ({
+    raw,
+    P,
+    errors,
+    enqueue,
+    consume,
+    settled,
+    expectDeadFor,
+  }) => {
     const ids = await enqueue(21);
     await raw.hset(`${P}job:${ids[10]}`, 'attempts', 'many');
     consume();
@@ -70,7 +84,14 @@ describe('a malformed row is dead-lettered as EMQDATA and costs no other job', (
     expect(errors).toEqual([]);
   });
 
-  it('claim: a token, a max or a state no script writes', async () => {
+  it('claim: a token, a max or a state no script writes', async ({
+    raw,
+    P,
+    enqueue,
+    consume,
+    settled,
+    expectDeadFor,
+  }) => {
     const ids = await enqueue(8);
     await raw.hset(`${P}job:${ids[1]}`, 'token', '12abc');
     await raw.hset(`${P}job:${ids[3]}`, 'max', '2.5');
@@ -82,7 +103,14 @@ describe('a malformed row is dead-lettered as EMQDATA and costs no other job', (
     await expectDeadFor(ids[5]!, 'state');
   });
 
-  it('fail: a max that is not a number dead-letters the failing job instead of retrying forever', async () => {
+  it('fail: a max that is not a number dead-letters the failing job instead of retrying forever', async ({
+    raw,
+    P,
+    enqueue,
+    consume,
+    settled,
+    expectDeadFor,
+  }) => {
     const ids = await enqueue(4);
     // Written while the job runs: claim read a sound row, fail reads the malformed one.
     consume((d) => {
@@ -94,7 +122,14 @@ describe('a malformed row is dead-lettered as EMQDATA and costs no other job', (
     await expectDeadFor(ids[2]!, 'max');
   });
 
-  it('promote: a scheduled job whose prio is not a number is dead-lettered, the others released', async () => {
+  it('promote: a scheduled job whose prio is not a number is dead-lettered, the others released', async ({
+    q,
+    raw,
+    P,
+    consume,
+    settled,
+    expectDeadFor,
+  }) => {
     const late = await q.enqueueIn(1, 30);
     const other = await q.enqueueIn(2, 30);
     await raw.hset(`${P}job:${late.id}`, 'prio', 'urgent');
@@ -104,7 +139,15 @@ describe('a malformed row is dead-lettered as EMQDATA and costs no other job', (
     expect((await q.get(other.id))?.state).toBe('completed');
   });
 
-  it('reap: an expired lease whose stalled count is not a number is dead-lettered, the others recovered', async () => {
+  it('reap: an expired lease whose stalled count is not a number is dead-lettered, the others recovered', async ({
+    q,
+    raw,
+    P,
+    enqueue,
+    consume,
+    settled,
+    expectDeadFor,
+  }) => {
     const ids = await enqueue(3);
     // Three leases held by a consumer that died: each expired, one row malformed.
     await q.run('claim', [P, 3, 1]);
@@ -114,7 +157,13 @@ describe('a malformed row is dead-lettered as EMQDATA and costs no other job', (
     await expectDeadFor(ids[0]!, 'stalled');
   });
 
-  it('a row whose state disagrees with its set is re-homed, never left in no set', async () => {
+  it('a row whose state disagrees with its set is re-homed, never left in no set', async ({
+    raw,
+    P,
+    enqueue,
+    consume,
+    settled,
+  }) => {
     const ids = await enqueue(2);
     // An active row found in pending, absent from active: claim drops it and puts it in active,
     // expired, so recovery returns it and it runs.
@@ -131,7 +180,15 @@ describe('a consumer meeting bad data fails that job and carries on', () => {
     ['an unknown backoff policy', 'backoff', '{"kind":"linear","ms":5}'],
     ['a backoff of the wrong shape', 'backoff', '{"kind":"fixed","ms":-1}'],
   ] as const) {
-    it(`${what}: dead with EMQDATA naming the ${field}, no handler run, the batch beside it runs`, async () => {
+    it(`${what}: dead with EMQDATA naming the ${field}, no handler run, the batch beside it runs`, async ({
+      raw,
+      P,
+      errors,
+      enqueue,
+      consume,
+      settled,
+      expectDeadFor,
+    }) => {
       const ids = await enqueue(12);
       await raw.hset(`${P}job:${ids[4]}`, field, value);
       const ran: number[] = [];
@@ -149,7 +206,14 @@ describe('a consumer meeting bad data fails that job and carries on', () => {
     });
   }
 
-  it('a backoff that fails only when used (a retry) dead-letters the job with EMQDATA', async () => {
+  it('a backoff that fails only when used (a retry) dead-letters the job with EMQDATA', async ({
+    raw,
+    P,
+    enqueue,
+    consume,
+    settled,
+    expectDeadFor,
+  }) => {
     const [id] = await enqueue(1);
     // Well-formed JSON the runtime reads at claim, but the jitter depth makes delayMs refuse it.
     let deep = '{"kind":"fixed","ms":1}';
@@ -166,7 +230,13 @@ describe('a consumer meeting bad data fails that job and carries on', () => {
 describe('ghosts cost nothing (point 7)', () => {
   // The beat is a minute: a consumer that waited a beat per handful of ghosts would finish
   // nothing within the test's bound.
-  it('300 ghost ids ahead of 100 real jobs in pending: every real job runs without waiting for a beat', async () => {
+  it('300 ghost ids ahead of 100 real jobs in pending: every real job runs without waiting for a beat', async ({
+    raw,
+    P,
+    enqueue,
+    consume,
+    settled,
+  }) => {
     const ids = await enqueue(100);
     const ghosts: (string | number)[] = [];
     for (let i = 0; i < 300; i++) ghosts.push(0, `JOB0000000000${String(i).padStart(4, '0')}`);
@@ -177,7 +247,13 @@ describe('ghosts cost nothing (point 7)', () => {
     expect(ids).toHaveLength(100);
   });
 
-  it('300 ghosts ahead of 100 real jobs in a lane, and 300 in the schedule ahead of due jobs', async () => {
+  it('300 ghosts ahead of 100 real jobs in a lane, and 300 in the schedule ahead of due jobs', async ({
+    q,
+    raw,
+    P,
+    consume,
+    settled,
+  }) => {
     for (let i = 0; i < 100; i++) await q.enqueue(i, { group: 'g' });
     const ghosts: (string | number)[] = [];
     for (let i = 0; i < 300; i++) ghosts.push(0, `JOB0000000000${String(i).padStart(4, '0')}`);

@@ -3,36 +3,16 @@
 // acknowledged survives). No job may be lost; a handler may run twice (at-least-once).
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer/consumer.js';
+import { describe, expect } from 'vitest';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
 import { script } from '../src/wire/scripts.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
 import { deferred, pause, within } from './support/wait.js';
 
 const env = useRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
 
 const JOBS = 500;
-
-let mq: EchoMQ;
-let raw: Redis;
-let q: Queue<number, number>;
-let consumer: Consumer<number, number> | undefined;
-
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  raw = env.server.client();
-  raw.on('error', () => {}); // this file restarts the server: reconnect errors are expected
-  q = mq.queue(uniqueQueue('faults'));
-});
-
-afterEach(async () => {
-  await consumer?.close({ timeoutMs: 0 });
-  consumer = undefined;
-  await mq.close();
-  raw.disconnect();
-});
 
 /** Polls `read` every 5 ms until `done` holds; read errors (the server is restarting) count as not done. */
 async function poll<T>(
@@ -126,14 +106,6 @@ class ReplyDropper {
   }
 }
 
-/** Every id's state, read straight from the rows. */
-async function states(ids: string[]): Promise<Map<string, string | null>> {
-  const pipeline = raw.pipeline();
-  for (const id of ids) pipeline.hget(`${q.keys.prefix}job:${id}`, 'state');
-  const replies = (await pipeline.exec()) ?? [];
-  return new Map(ids.map((id, i) => [id, replies[i]?.[1] as string | null]));
-}
-
 /** A handler that counts its runs per job (a job may run twice: at-least-once) and returns its data. */
 function work(ran: Map<string, number>) {
   return async (job: { id: string; data: number }): Promise<number> => {
@@ -143,38 +115,62 @@ function work(ran: Map<string, number>) {
   };
 }
 
-/** Waits until all `ids` are completed, then checks every row and that nothing is left over. */
-async function allCompleted(ids: string[]): Promise<void> {
-  await poll(
-    async () => (await q.counts()).completed,
-    (n) => n === ids.length,
-    `${ids.length} completed`,
-    25_000,
-  );
-  const end = await states(ids);
-  expect([...end.entries()].filter(([, s]) => s !== 'completed')).toEqual([]);
-  expect(await q.counts()).toMatchObject({ pending: 0, active: 0, scheduled: 0, dead: 0 });
-}
+/** The file's helpers over one test's queue. */
+function helpers({ q, raw }: { q: Queue<number, number>; raw: Redis }) {
+  raw.on('error', () => {}); // this file restarts the server: reconnect errors are expected
+  /** Every id's state, read straight from the rows. */
+  async function states(ids: string[]): Promise<Map<string, string | null>> {
+    const pipeline = raw.pipeline();
+    for (const id of ids) pipeline.hget(`${q.keys.prefix}job:${id}`, 'state');
+    const replies = (await pipeline.exec()) ?? [];
+    return new Map(ids.map((id, i) => [id, replies[i]?.[1] as string | null]));
+  }
 
-/** Waits (bounded) until handlers have started `n` distinct jobs. */
-async function started(ran: Map<string, number>, n: number): Promise<void> {
-  await poll(
-    async () => ran.size,
-    (size) => size >= n,
-    `${n} jobs started`,
-    15_000,
-  );
-}
+  /** Waits until all `ids` are completed, then checks every row and that nothing is left over. */
+  async function allCompleted(ids: string[]): Promise<void> {
+    await poll(
+      async () => (await q.counts()).completed,
+      (n) => n === ids.length,
+      `${ids.length} completed`,
+      25_000,
+    );
+    const end = await states(ids);
+    expect([...end.entries()].filter(([, s]) => s !== 'completed')).toEqual([]);
+    expect(await q.counts()).toMatchObject({ pending: 0, active: 0, scheduled: 0, dead: 0 });
+  }
 
-async function enqueueAll(): Promise<string[]> {
-  const out = await q.enqueueMany(Array.from({ length: JOBS }, (_, i) => ({ data: i })));
-  return out.map((r) => r.id);
+  /** Waits (bounded) until handlers have started `n` distinct jobs. */
+  async function started(ran: Map<string, number>, n: number): Promise<void> {
+    await poll(
+      async () => ran.size,
+      (size) => size >= n,
+      `${n} jobs started`,
+      15_000,
+    );
+  }
+
+  async function enqueueAll(): Promise<string[]> {
+    const out = await q.enqueueMany(Array.from({ length: JOBS }, (_, i) => ({ data: i })));
+    return out.map((r) => r.id);
+  }
+  return { states, allCompleted, started, enqueueAll };
 }
+type Helpers = ReturnType<typeof helpers>;
+
+const it = queueTest<number, number>(env, 'faults')
+  .extend<{ h: Helpers }>({ h: async ({ q, raw }, use) => use(helpers({ q, raw })) })
+  .extend<Helpers>(helperFixtures<Helpers>(['states', 'allCompleted', 'started', 'enqueueAll']));
 
 describe('connection faults', () => {
-  it('loses no job when its connections are killed (CLIENT KILL TYPE normal) several times during a run', async () => {
+  it('loses no job when its connections are killed (CLIENT KILL TYPE normal) several times during a run', async ({
+    q,
+    raw,
+    consumers,
+    allCompleted,
+    enqueueAll,
+  }) => {
     const ran = new Map<string, number>();
-    consumer = q.consume(work(ran), { concurrency: 10, leaseMs: 1000, beatMs: 100 });
+    consumers.push(q.consume(work(ran), { concurrency: 10, leaseMs: 1000, beatMs: 100 }));
     const ids = await enqueueAll();
     let kills = 0;
     for (const at of [100, 200, 300, 400]) {
@@ -191,9 +187,15 @@ describe('connection faults', () => {
     expect(ran.size).toBe(JOBS);
   });
 
-  it('loses no job when the server restarts mid-run', async () => {
+  it('loses no job when the server restarts mid-run', async ({
+    q,
+    consumers,
+    allCompleted,
+    started,
+    enqueueAll,
+  }) => {
     const ran = new Map<string, number>();
-    consumer = q.consume(work(ran), { concurrency: 10, leaseMs: 1000, beatMs: 100 });
+    consumers.push(q.consume(work(ran), { concurrency: 10, leaseMs: 1000, beatMs: 100 }));
     const ids = await enqueueAll();
     await started(ran, 150);
     expect(ran.size).toBeLessThan(JOBS); // mid-run
@@ -207,64 +209,89 @@ describe('connection faults', () => {
   // short restart never surfaces as an error and the consumer has nothing to report. Here the
   // consumer's connection gives up after one retry and the server stays down until the consumer
   // says it is degraded: then it comes back, and the consumer must recover and lose nothing.
-  it('reports degraded while the server is down and recovered once it is back, losing no job', async () => {
+  it('reports degraded while the server is down and recovered once it is back, losing no job', async ({
+    q,
+    consumers,
+    others,
+    allCompleted,
+    started,
+    enqueueAll,
+  }) => {
     const fast = await EchoMQ.connect({ url: env.server.url, redisOptions: { maxRetriesPerRequest: 1 } });
+    others.push(fast);
     const ran = new Map<string, number>();
     const log: string[] = [];
-    try {
-      consumer = fast.queue<number, number>(q.name).consume(work(ran), {
-        concurrency: 10,
-        leaseMs: 1000,
-        beatMs: 100,
-      });
-      const wentDown = new Promise<void>((resolve) => consumer?.once('degraded', () => resolve()));
-      const cameBack = new Promise<void>((resolve) => consumer?.once('recovered', () => resolve()));
-      consumer.on('degraded', (_err, retryInMs) => log.push(`degraded ${retryInMs > 0}`));
-      consumer.on('recovered', () => log.push('recovered'));
-      const ids = await enqueueAll();
-      await started(ran, 150);
-      expect(ran.size).toBeLessThan(JOBS); // mid-run
-      await env.server.kill();
-      await within(wentDown, 10_000, 'degraded while the server is down');
-      await env.server.restart();
-      await within(cameBack, 10_000, 'recovered after the restart');
-      await allCompleted(ids);
-      expect(ran.size).toBe(JOBS);
-      expect(log[0]).toBe('degraded true');
-      expect(log.at(-1)).toBe('recovered');
-    } finally {
-      await consumer?.close({ timeoutMs: 0 });
-      consumer = undefined;
-      await fast.close();
-    }
+    const consumer = fast.queue<number, number>(q.name).consume(work(ran), {
+      concurrency: 10,
+      leaseMs: 1000,
+      beatMs: 100,
+    });
+    consumers.push(consumer);
+    const wentDown = new Promise<void>((resolve) => consumer.once('degraded', () => resolve()));
+    const cameBack = new Promise<void>((resolve) => consumer.once('recovered', () => resolve()));
+    consumer.on('degraded', (_err, retryInMs) => log.push(`degraded ${retryInMs > 0}`));
+    consumer.on('recovered', () => log.push('recovered'));
+    const ids = await enqueueAll();
+    await started(ran, 150);
+    expect(ran.size).toBeLessThan(JOBS); // mid-run
+    await env.server.kill();
+    await within(wentDown, 10_000, 'degraded while the server is down');
+    await env.server.restart();
+    await within(cameBack, 10_000, 'recovered after the restart');
+    await allCompleted(ids);
+    expect(ran.size).toBe(JOBS);
+    expect(log[0]).toBe('degraded true');
+    expect(log.at(-1)).toBe('recovered');
   });
 
-  // BUG: a parked consumer blocks on the wake stream with XREAD BLOCK guarded by a watchdog
-  // (src/consumer.ts blockOnWake(), ~line 388) that only calls conn.disconnect(true), relying on
-  // ioredis to reject the pending read. With redisOptions.autoResendUnfulfilledCommands: false,
-  // ioredis drops a command that was in flight when the connection died without ever settling its
-  // promise, so after a CLIENT KILL the beat loop waits on that read forever: new work is never
-  // claimed (not by the wake, the due timer, nor the beat) and close() never resolves (shutdown()
-  // awaits loopDone). Expected: the job below completes within beat + watchdog grace (~2.2 s) and close()
-  // resolves; actual: nothing runs, close() hangs. Fix: race the xread against the watchdog timer so
-  // park() returns even when the read never settles (same pattern as the events reader).
-  it('a parked consumer whose blocked read was dropped (no ioredis resend) still claims new work and closes', async () => {
+  // A parked consumer blocks on the wake stream with XREAD BLOCK on a connection of its own. With
+  // redisOptions.autoResendUnfulfilledCommands: false, ioredis never settles a command that was in
+  // flight when its connection died, so only BlockingRead's watchdog (the block time, here under
+  // the 200 ms beat, + WATCHDOG_GRACE_MS) ends such a read: it drops the connection and gives up on
+  // the read, and the loop claims what came meanwhile. Without it the loop waited on the read
+  // forever: nothing was claimed and close() never resolved.
+  // The kill is aimed at that read while Redis has it blocked: the listing and the kill run in one
+  // MULTI, so the test proves that order, not how soon a loaded machine gets there (it used to kill
+  // every connection right after idle() and give the job 3.5 s, against ~2.2 s nominal). The main
+  // connection is left up: with no resend a command in flight on it would never settle either, and
+  // the beat awaits one between its reads; that is not the read this test is about.
+  it('a parked consumer whose blocked read was dropped (no ioredis resend) still claims new work and closes', async ({
+    q,
+    raw,
+  }) => {
     const own = await EchoMQ.connect({
       url: env.server.url,
-      redisOptions: { autoResendUnfulfilledCommands: false },
+      redisOptions: { autoResendUnfulfilledCommands: false, connectionName: 'parked' },
     });
     const c = own.queue<number, number>(q.name).consume(async (job) => job.data, { beatMs: 200 });
     try {
-      await within(c.idle(), 2000, 'idle');
-      expect(Number(await raw.client('KILL', 'TYPE', 'normal'))).toBeGreaterThanOrEqual(2);
+      await within(c.idle(), 10_000, 'idle');
+      // A kill that lands between two reads (the read timed out) drops nothing: aim again.
+      let killedBlocked = false;
+      for (let kills = 0; !killedBlocked; kills++) {
+        expect(kills, 'kills until one lands on the blocked read').toBeLessThan(20);
+        const blocked = await poll(
+          async () => blockedRead(String(await raw.client('LIST')), 'parked'),
+          (line) => line !== undefined,
+          'the consumer blocked on the wake stream',
+          10_000,
+        );
+        const id = /^id=(\d+)/.exec(blocked!)![1]!;
+        const replies = (await raw.multi().client('LIST', 'ID', id).client('KILL', 'ID', id).exec())!;
+        expect(replies[1]).toEqual([null, 1]); // that connection, and only it, was killed
+        killedBlocked = blockedRead(String(replies[0]![1]), 'parked') !== undefined;
+      }
       const { id } = await q.enqueue(7);
+      // Nominally the watchdog ends the read ~2.2 s after it began; the bound only tells a consumer
+      // that recovered, however slowly, from one that never will.
       await poll(
         async () => (await q.get(id))?.state,
         (s) => s === 'completed',
         'the job to complete',
-        3500,
+        15_000,
       );
-      await within(c.close({ timeoutMs: 0 }), 2000, 'close');
+      expect(await q.get(id)).toMatchObject({ state: 'completed', result: 7, consumer: c.id, attempts: 1 });
+      await within(c.close({ timeoutMs: 0 }), 10_000, 'close');
     } finally {
       // Bounded: a consumer stuck on a read that never settles must not hang the file.
       await Promise.race([c.close({ timeoutMs: 0 }), pause(200)]);
@@ -272,6 +299,13 @@ describe('connection faults', () => {
     }
   });
 });
+
+/** The CLIENT LIST line of a connection named `name` blocked in XREAD, if there is one. */
+function blockedRead(list: string, name: string): string | undefined {
+  return list
+    .split('\n')
+    .find((l) => l.includes(` name=${name} `) && / cmd=xread( |$)/.test(l) && / flags=\w*b/.test(l));
+}
 
 describe('replies lost to a dropped connection', () => {
   // BUG: when the connection drops after `complete` ran but before its reply arrived, ioredis
@@ -281,7 +315,7 @@ describe('replies lost to a dropped connection', () => {
   // actual: 'lost'. Fix (protocol/scripts/complete.lua, the per-job check): treat a row that is
   // already `completed` with the same token as 'OK' (the token only changes on a claim, so this is
   // the same lease's completion replayed); fail.lua could do the same for a replayed failure.
-  it('a completion whose reply was lost and resent is reported completed, not lost', async () => {
+  it('a completion whose reply was lost and resent is reported completed, not lost', async ({ q, raw }) => {
     const proxy = await ReplyDropper.start(env.server.port);
     const via = await EchoMQ.connect({ url: `redis://127.0.0.1:${proxy.port}` });
     const outcomes: string[] = [];

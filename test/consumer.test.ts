@@ -5,8 +5,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { type ConsumeOptions, type Consumer, UnrecoverableError } from '../src/consumer/consumer.js';
 import { EchoMQError } from '../src/core/errors.js';
 import { occurrenceId } from '../src/core/ids.js';
@@ -14,55 +13,19 @@ import type { Handler } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
 import { script } from '../src/wire/scripts.js';
-import { redisOnly, useQueue, useRedisServer } from './support/harness.js';
 import {
-  closeAll,
-  deferred,
-  fieldsOf,
-  pause,
-  poll,
-  serverNow as serverClock,
-  within,
-} from './support/observe.js';
+  helperFixtures,
+  type QueueTestContext,
+  queueTest,
+  redisOnly,
+  useRedisServer,
+} from './support/harness.js';
+import { deferred, fieldsOf, pause, poll, serverNow as serverClock, within } from './support/observe.js';
 
 const env = useRedisServer();
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-let raw: Redis;
-let name: string;
-let q: Queue;
-const consumers: Consumer[] = [];
-const others: EchoMQ[] = [];
-const children: ChildProcess[] = [];
-
-useQueue(
-  env,
-  'consumer',
-  (f) => {
-    ({ raw, name, q } = f);
-  },
-  () => {
-    for (const child of children.splice(0)) child.kill('SIGKILL');
-    return closeAll(consumers, others);
-  },
-);
-
 // ── helpers ─────────────────────────────────────────────────────────────────────
-
-/** Starts a consumer that afterEach closes. */
-function consume<D = unknown, R = unknown>(
-  handler: Handler<D, R>,
-  opts?: ConsumeOptions,
-  queue: Queue = q,
-): Consumer<D, R> {
-  const c = (queue as Queue<D, R>).consume(handler, opts);
-  consumers.push(c as Consumer);
-  return c;
-}
-
-function key(suffix: string): string {
-  return `emq:{${name}}:${suffix}`;
-}
 
 /** Resolves once `signal` aborts. */
 function aborted(signal: AbortSignal): Promise<unknown> {
@@ -89,28 +52,65 @@ function completions(c: Consumer, count: number): Promise<Map<string, unknown>> 
 
 type Entry = { streamMs: number } & Record<string, string>;
 
-/** This queue's events about job `id` (all of them without an id), oldest first. */
-async function events(id?: string): Promise<Entry[]> {
-  const entries = await raw.xrange(key('events'), '-', '+');
-  const out: Entry[] = [];
-  for (const [streamId, fields] of entries) {
-    const entry = fieldsOf(fields, { streamMs: Number(streamId.split('-')[0]) } as Entry);
-    if (id === undefined || entry.id === id) out.push(entry);
-  }
-  return out;
-}
-
-/** The Redis server's clock in ms (the clock every script prices time with). */
-const serverNow = () => serverClock(raw);
-
 function items(n: number): { data: number }[] {
   return Array.from({ length: n }, (_, i) => ({ data: i }));
 }
 
+/** The file's helpers over one test's queue. */
+function helpers({
+  raw,
+  q,
+  key,
+  consumers,
+  defer,
+}: Pick<QueueTestContext, 'raw' | 'q' | 'key' | 'consumers' | 'defer'>) {
+  /** Child processes the test spawns: killed after it. */
+  const children = (() => {
+    const list: ChildProcess[] = [];
+    defer(() => {
+      for (const child of list.splice(0)) child.kill('SIGKILL');
+    });
+    return list;
+  })();
+
+  /** Starts a consumer that is closed after the test. */
+  function consume<D = unknown, R = unknown>(
+    handler: Handler<D, R>,
+    opts?: ConsumeOptions,
+    queue: Queue = q,
+  ): Consumer<D, R> {
+    const c = (queue as Queue<D, R>).consume(handler, opts);
+    consumers.push(c as Consumer);
+    return c;
+  }
+
+  /** This queue's events about job `id` (all of them without an id), oldest first. */
+  async function events(id?: string): Promise<Entry[]> {
+    const entries = await raw.xrange(key('events'), '-', '+');
+    const out: Entry[] = [];
+    for (const [streamId, fields] of entries) {
+      const entry = fieldsOf(fields, { streamMs: Number(streamId.split('-')[0]) } as Entry);
+      if (id === undefined || entry.id === id) out.push(entry);
+    }
+    return out;
+  }
+
+  /** The Redis server's clock in ms (the clock every script prices time with). */
+  const serverNow = () => serverClock(raw);
+  return { children, consume, events, serverNow };
+}
+type Helpers = ReturnType<typeof helpers>;
+
+const it = queueTest(env, 'consumer')
+  .extend<{ h: Helpers }>({
+    h: async ({ raw, q, key, consumers, defer }, use) => use(helpers({ raw, q, key, consumers, defer })),
+  })
+  .extend<Helpers>(helperFixtures<Helpers>(['children', 'consume', 'events', 'serverNow']));
+
 // ── concurrency and waking ──────────────────────────────────────────────────────
 
 describe('concurrency and waking', () => {
-  it('never runs more handlers at once than its concurrency, and reaches it', async () => {
+  it('never runs more handlers at once than its concurrency, and reaches it', async ({ q, consume }) => {
     let running = 0;
     let max = 0;
     let ran = 0;
@@ -133,7 +133,7 @@ describe('concurrency and waking', () => {
     expect((await q.counts()).completed).toBe(200);
   });
 
-  it('a burst wakes parked consumers at once, without waiting for the beat', async () => {
+  it('a burst wakes parked consumers at once, without waiting for the beat', async ({ q, consume }) => {
     const takers = new Set<number>();
     const cs = [0, 1, 2].map((i) =>
       consume(
@@ -181,7 +181,10 @@ function ahead(queue: Queue, name: string, before: () => Promise<unknown>): void
 }
 
 describe('wakes are never lost', () => {
-  it("a 'w s' written between a busy consumer's last read and its short claim is seen: the delayed job runs before the beat", async () => {
+  it("a 'w s' written between a busy consumer's last read and its short claim is seen: the delayed job runs before the beat", async ({
+    q,
+    consume,
+  }) => {
     // Concurrency 1 with job A running: the consumer sleeps (all slots busy) and does not read
     // the wake stream. The delayed job D is scheduled right before A's acknowledgement, whose
     // claim comes back short with a wake id past D's 'w s'. The interleaving is forced by
@@ -213,7 +216,11 @@ describe('wakes are never lost', () => {
     expect(job!.startedAt! - job!.runAt!).toBeLessThan(30_000); // not the 60 s beat
   });
 
-  it("a cadence registered just before a consumer's short claim runs at its first slot, not the beat", async () => {
+  it("a cadence registered just before a consumer's short claim runs at its first slot, not the beat", async ({
+    q,
+    consume,
+    serverNow,
+  }) => {
     // The register call runs ahead of the claim that a new job J wakes the consumer for: its
     // wake ('w r') then lies before the wake id that claim reports, and the consumer parks
     // after it. Only what the claim itself reports can tell the consumer the occurrence is due.
@@ -230,7 +237,10 @@ describe('wakes are never lost', () => {
     expect(new Set(ids.keys())).toEqual(new Set([j.id, occurrenceId('r', 'r', first)]));
   });
 
-  it("a cron scheduler upserted just before a consumer's short claim makes every slot, not one a beat", async () => {
+  it("a cron scheduler upserted just before a consumer's short claim makes every slot, not one a beat", async ({
+    q,
+    consume,
+  }) => {
     // As above with a cron scheduler: promote releases its occurrences at their instants, and the
     // runtime's hand-off (the recurrence leg) must follow each release, though the consumer's
     // wake id is past the upsert's 'w r'.
@@ -252,7 +262,12 @@ describe('wakes are never lost', () => {
     );
   });
 
-  it('a claim over [ghost, J1, J2] takes J1, then J2, without waiting for a wake or the beat', async () => {
+  it('a claim over [ghost, J1, J2] takes J1, then J2, without waiting for a wake or the beat', async ({
+    raw,
+    q,
+    key,
+    consume,
+  }) => {
     await raw.zadd(key('pending'), 0, 'JOB0'); // sorts before every minted id; its row is gone
     const j1 = await q.enqueue({ n: 1 });
     const j2 = await q.enqueue({ n: 2 });
@@ -262,7 +277,12 @@ describe('wakes are never lost', () => {
     expect(await raw.zcard(key('pending'))).toBe(0);
   });
 
-  it("eviction's leftovers drain at full speed: 2,500 ghosts ahead of 100 jobs cost no beat", async () => {
+  it("eviction's leftovers drain at full speed: 2,500 ghosts ahead of 100 jobs cost no beat", async ({
+    raw,
+    q,
+    key,
+    consume,
+  }) => {
     const ghosts = Array.from({ length: 2500 }, (_, i) => ['0', `JOB0${String(i).padStart(5, '0')}`]).flat();
     await raw.zadd(key('pending'), ...ghosts);
     await q.enqueueMany(items(100));
@@ -275,9 +295,9 @@ describe('wakes are never lost', () => {
 // ── recovery and fencing ────────────────────────────────────────────────────────
 
 describe('recovery and fencing', () => {
-  redisOnly("the consumer runs in a child process, which cannot reach this process's memory engine")(
+  redisOnly("the consumer runs in a child process, which cannot reach this process's memory engine", it)(
     'a consumer process killed with SIGKILL mid-job has its job recovered after the lease and completed elsewhere',
-    async () => {
+    async ({ q, queueName: name, children, consume, events }) => {
       const { id } = await q.enqueue({ crash: true });
       const child = spawn(
         process.execPath,
@@ -325,7 +345,11 @@ describe('recovery and fencing', () => {
     },
   );
 
-  it("refuses a zombie handler's late completion: the first consumer emits lost and the second's result is stored", async () => {
+  it("refuses a zombie handler's late completion: the first consumer emits lost and the second's result is stored", async ({
+    q,
+    consume,
+    events,
+  }) => {
     const secondStarted = deferred();
     const firstLost = deferred<string>();
     const { id } = await q.enqueue({ zombie: true });
@@ -369,7 +393,12 @@ describe('recovery and fencing', () => {
   // only when the loss is found at complete/fail time, never when extend_lock finds it first.
   // Expected: one 'lost' event for the job; actual: none. Fix: emit 'lost' in onLease when
   // status === 'lost' (or in execute/failed when job.aborted === 'lost').
-  it('a lease found lost at an extension aborts ctx.signal with EMQLEASE and emits lost', async () => {
+  it('a lease found lost at an extension aborts ctx.signal with EMQLEASE and emits lost', async ({
+    raw,
+    q,
+    key,
+    consume,
+  }) => {
     const { id } = await q.enqueue({ taken: true });
     const started = deferred();
     const reason = deferred<unknown>();
@@ -411,7 +440,7 @@ describe('recovery and fencing', () => {
   // the extension answers `lost` for a lease that ended because the failure was stored. Made
   // deterministic here: the fail is held until the next extension is sent, then both go out in
   // that order on the one connection (so Redis runs them in that order).
-  it('a lease extension racing a stored fail reports failed, never lost', async () => {
+  it('a lease extension racing a stored fail reports failed, never lost', async ({ raw, q, consume }) => {
     // Both scripts cached: a NOSCRIPT fallback would resend the fail after the extension.
     for (const name of ['fail', 'extend_lock'] as const) await raw.script('LOAD', script(name).body);
     const { id } = await q.enqueue({ fails: true });
@@ -469,7 +498,10 @@ describe('recovery and fencing', () => {
   // actual: 3 within ~0.5 s. Fix: in started(), when held already has the id, abort the old Running
   // ('lost', emit lost) and keep counting handlers that have not returned toward concurrency
   // (e.g. a separate `handlers` counter used by `free`).
-  it('a job re-claimed by the same consumer after its lease expired never pushes it past its concurrency', async () => {
+  it('a job re-claimed by the same consumer after its lease expired never pushes it past its concurrency', async ({
+    q,
+    consume,
+  }) => {
     let running = 0;
     let max = 0;
     const end = deferred();
@@ -510,7 +542,11 @@ describe('recovery and fencing', () => {
 // ── retries ─────────────────────────────────────────────────────────────────────
 
 describe('retries', () => {
-  it('retries follow the backoff policy on the server clock, then dead-letter with retries_exhausted', async () => {
+  it('retries follow the backoff policy on the server clock, then dead-letter with retries_exhausted', async ({
+    q,
+    consume,
+    events,
+  }) => {
     const { id } = await q.enqueue({ fails: true }, { attempts: 3, backoff: { kind: 'fixed', ms: 50 } });
     const outcomes: [number, string, string][] = [];
     const dead = deferred();
@@ -577,7 +613,11 @@ describe('retries', () => {
   // ran out of attempts. Expected reason 'error' (the job was retryable); actual 'unrecoverable'.
   // Fix: pass -1 only for UnrecoverableError / a cancel, and the backoff delay (or 0) otherwise;
   // fail.lua already dead-letters on attempts >= max.
-  it('a job that runs out of attempts is reported failed with reason error, not unrecoverable', async () => {
+  it('a job that runs out of attempts is reported failed with reason error, not unrecoverable', async ({
+    q,
+    consume,
+    events,
+  }) => {
     const { id } = await q.enqueue({}, { attempts: 2, backoff: { kind: 'fixed', ms: 0 } });
     const dead = deferred();
     const c = consume(async () => {
@@ -594,7 +634,11 @@ describe('retries', () => {
     ]);
   });
 
-  it('an UnrecoverableError dead-letters after one attempt, whatever attempts are left', async () => {
+  it('an UnrecoverableError dead-letters after one attempt, whatever attempts are left', async ({
+    q,
+    consume,
+    events,
+  }) => {
     const { id } = await q.enqueue({}, { attempts: 5, backoff: { kind: 'fixed', ms: 10 } });
     const failed = deferred<string>();
     let calls = 0;
@@ -621,7 +665,15 @@ describe('retries', () => {
 // ── cancel and close ────────────────────────────────────────────────────────────
 
 describe('cancel and close', () => {
-  it('a cancel from another connection aborts ctx.signal within one extendMs and the job ends cancelled', async () => {
+  it('a cancel from another connection aborts ctx.signal within one extendMs and the job ends cancelled', async ({
+    raw,
+    q,
+    key,
+    others,
+    queueName: name,
+    consume,
+    events,
+  }) => {
     const other = await EchoMQ.connect({ url: env.server.url });
     others.push(other);
     const started = deferred();
@@ -655,7 +707,13 @@ describe('cancel and close', () => {
     expect((await events(id)).at(-1)).toMatchObject({ event: 'failed', reason: 'cancelled' });
   });
 
-  it('ctx.checkpoint() extends the lease, and throws EMQCANCELLED once a cancel was requested', async () => {
+  it('ctx.checkpoint() extends the lease, and throws EMQCANCELLED once a cancel was requested', async ({
+    raw,
+    q,
+    key,
+    consume,
+    serverNow,
+  }) => {
     const started = deferred();
     const extend = deferred();
     const extended = deferred();
@@ -697,7 +755,13 @@ describe('cancel and close', () => {
     expect(await q.get(id)).toMatchObject({ state: 'cancelled' });
   });
 
-  it('close() hands unfinished jobs back at once: pending again, no attempt spent, signal aborted', async () => {
+  it('close() hands unfinished jobs back at once: pending again, no attempt spent, signal aborted', async ({
+    raw,
+    q,
+    key,
+    consume,
+    events,
+  }) => {
     const started = deferred();
     const reason = deferred<unknown>();
     const c = consume(
@@ -735,7 +799,7 @@ describe('cancel and close', () => {
 // ── lifecycle: ttl, idle, progress ──────────────────────────────────────────────
 
 describe('lifecycle', () => {
-  it('ttlMs closes the consumer by itself', async () => {
+  it('ttlMs closes the consumer by itself', async ({ q, consume }) => {
     const opened = performance.now();
     const c = consume(async () => {}, { ttlMs: 300, beatMs: 50 });
     const closed = new Promise<number>((resolve) => c.once('closed', () => resolve(performance.now())));
@@ -752,7 +816,7 @@ describe('lifecycle', () => {
   // consumer with ttlMs 200 and beatMs 5000 lives ~5 s instead of ~200 ms.
   // Expected: 'closed' within ~ttlMs; actual: after the next beat. Fix: in park(), also bound
   // `wait` by `this.startedAt + this.ttlMs - performance.now()` when ttlMs is set.
-  it('ttlMs closes a parked consumer on time even when the beat is longer', async () => {
+  it('ttlMs closes a parked consumer on time even when the beat is longer', async ({ consume }) => {
     const opened = performance.now();
     const c = consume(async () => {}, { ttlMs: 200, beatMs: 5000 });
     const closed = new Promise<number>((resolve) => c.once('closed', () => resolve(performance.now())));
@@ -760,7 +824,7 @@ describe('lifecycle', () => {
     expect(at - opened).toBeLessThan(1000);
   });
 
-  it('idle() resolves on an empty queue, and again once enqueued work is done', async () => {
+  it('idle() resolves on an empty queue, and again once enqueued work is done', async ({ q, consume }) => {
     const c = consume(async (job) => job.data);
     await within(c.idle(), 2000, 'idle on an empty queue');
     const done = completions(c, 5);
@@ -771,7 +835,7 @@ describe('lifecycle', () => {
     expect((await q.counts()).completed).toBe(5);
   });
 
-  it('ctx.progress stores progress on the row and emits a progress event', async () => {
+  it('ctx.progress stores progress on the row and emits a progress event', async ({ q, consume, events }) => {
     const checked = deferred();
     const stored = deferred<unknown>();
     const c = consume(async (job, ctx) => {
@@ -795,7 +859,7 @@ describe('lifecycle', () => {
 // ── delayed jobs ────────────────────────────────────────────────────────────────
 
 describe('delayed jobs', () => {
-  it('never starts a delayed job before its run instant on the server clock', async () => {
+  it('never starts a delayed job before its run instant on the server clock', async ({ q, consume }) => {
     const c = consume(async () => {}, { beatMs: 5000 });
     await within(c.idle(), 2000, 'idle');
     const done = completions(c, 30);

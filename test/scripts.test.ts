@@ -1,60 +1,16 @@
 // Script-level behaviour of the protocol, driven through `queue.run(name, argv, jobId?)` (KEYS come
 // from each script's contract header): replies and error codes, the job row and sorted sets after
 // each call, and the events appended to `emq:{<queue>}:events`.
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { EnqueueOptions } from '../src/core/types.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from './support/harness.js';
 import { expectRefused, poll, scoreOf, serverNow as serverClock, streamFields } from './support/observe.js';
 
 const env = useRedisServer();
 
-let raw: Redis;
-let q: Queue;
-let P: string;
-
-useQueue(env, 'scripts', (f) => {
-  ({ raw, q, P } = f);
-});
-
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
-function key(suffix: string): string {
-  return `${P}${suffix}`;
-}
-
 type Entry = Record<string, string>;
-
-function events(): Promise<Entry[]> {
-  return streamFields(raw, key('events'));
-}
-
-/** Events appended after the first `skip` (what one call added). */
-async function eventsSince(skip: number): Promise<Entry[]> {
-  return (await events()).slice(skip);
-}
-
-/** Events so far, one a job (an entry for several jobs counts once per job). */
-async function eventCount(): Promise<number> {
-  return (await events()).length;
-}
-
-const serverNow = () => serverClock(raw);
-
-async function row(id: string): Promise<Record<string, string>> {
-  return raw.hgetall(key(`job:${id}`));
-}
-
-function zscore(set: string, id: string): Promise<number | null> {
-  return scoreOf(raw, key(set), id);
-}
-
-/** The id of the wake stream's last entry, or '0-0' when it has none. */
-async function lastWake(): Promise<string> {
-  const last = await raw.xrevrange(key('wake'), '+', '-', 'COUNT', 1);
-  return last[0]?.[0] ?? '0-0';
-}
 
 interface Claimed {
   id: string;
@@ -82,62 +38,140 @@ function parseJobs(flat: (string | number)[]): Claimed[] {
   return jobs;
 }
 
-async function claim(n: number, leaseMs = 30_000): Promise<{ jobs: Claimed[]; wake: string }> {
-  const [flat, wake] = (await q.run('claim', [P, n, leaseMs])) as [(string | number)[], string];
-  return { jobs: parseJobs(flat), wake };
-}
+/** The file's helpers over one test's queue. */
+function helpers({ raw, q, P, key }: Pick<QueueTestContext, 'raw' | 'q' | 'P' | 'key'>) {
+  function events(): Promise<Entry[]> {
+    return streamFields(raw, key('events'));
+  }
 
-async function claimIds(n: number, leaseMs = 30_000): Promise<string[]> {
-  return (await claim(n, leaseMs)).jobs.map((j) => j.id);
-}
+  /** Events appended after the first `skip` (what one call added). */
+  async function eventsSince(skip: number): Promise<Entry[]> {
+    return (await events()).slice(skip);
+  }
 
-async function complete(
-  done: [Claimed, string][],
-  claimN = 0,
-): Promise<{ statuses: string[]; jobs: Claimed[]; wake: string }> {
-  const argv: (string | number)[] = [P, 30_000, claimN];
-  for (const [job, result] of done) argv.push(job.id, job.token, result);
-  const [statuses, flat, wake] = (await q.run('complete', argv)) as [string[], (string | number)[], string];
-  return { statuses, jobs: parseJobs(flat), wake };
-}
+  /** Events so far, one a job (an entry for several jobs counts once per job). */
+  async function eventCount(): Promise<number> {
+    return (await events()).length;
+  }
 
-function fail(job: Claimed, delayMs: number, message = 'boom', stack = ''): Promise<unknown> {
-  return q.run('fail', [P, job.id, job.token, message, stack, delayMs], job.id);
-}
+  const serverNow = () => serverClock(raw);
 
-async function extend(leaseMs: number, ...jobs: Claimed[]): Promise<string[]> {
-  const argv: (string | number)[] = [P, leaseMs];
-  for (const j of jobs) argv.push(j.id, j.token);
-  return (await q.run('extend_lock', argv)) as string[];
-}
+  async function row(id: string): Promise<Record<string, string>> {
+    return raw.hgetall(key(`job:${id}`));
+  }
 
-async function handback(...jobs: { id: string; token: number }[]): Promise<string[]> {
-  const argv: (string | number)[] = [P];
-  for (const j of jobs) argv.push(j.id, j.token);
-  return (await q.run('handback', argv)) as string[];
-}
+  function zscore(set: string, id: string): Promise<number | null> {
+    return scoreOf(raw, key(set), id);
+  }
 
-/** Enqueues one job and claims it under `leaseMs`. */
-async function activeJob(opts?: EnqueueOptions, leaseMs = 30_000): Promise<Claimed> {
-  const { id } = await q.enqueue({ work: true }, opts);
-  const { jobs } = await claim(1, leaseMs);
-  expect(jobs[0]?.id).toBe(id);
-  return jobs[0]!;
-}
+  /** The id of the wake stream's last entry, or '0-0' when it has none. */
+  async function lastWake(): Promise<string> {
+    const last = await raw.xrevrange(key('wake'), '+', '-', 'COUNT', 1);
+    return last[0]?.[0] ?? '0-0';
+  }
 
-/** Calls reap until it has returned `id` (the lease must expire on the server clock first). */
-async function reapUntil(id: string): Promise<string[]> {
-  return poll(
-    () => q.reap(),
-    (ids) => ids.includes(id),
-    `reap of ${id}`,
+  async function claim(n: number, leaseMs = 30_000): Promise<{ jobs: Claimed[]; wake: string }> {
+    const [flat, wake] = (await q.run('claim', [P, n, leaseMs])) as [(string | number)[], string];
+    return { jobs: parseJobs(flat), wake };
+  }
+
+  async function claimIds(n: number, leaseMs = 30_000): Promise<string[]> {
+    return (await claim(n, leaseMs)).jobs.map((j) => j.id);
+  }
+
+  async function complete(
+    done: [Claimed, string][],
+    claimN = 0,
+  ): Promise<{ statuses: string[]; jobs: Claimed[]; wake: string }> {
+    const argv: (string | number)[] = [P, 30_000, claimN];
+    for (const [job, result] of done) argv.push(job.id, job.token, result);
+    const [statuses, flat, wake] = (await q.run('complete', argv)) as [string[], (string | number)[], string];
+    return { statuses, jobs: parseJobs(flat), wake };
+  }
+
+  function fail(job: Claimed, delayMs: number, message = 'boom', stack = ''): Promise<unknown> {
+    return q.run('fail', [P, job.id, job.token, message, stack, delayMs], job.id);
+  }
+
+  async function extend(leaseMs: number, ...jobs: Claimed[]): Promise<string[]> {
+    const argv: (string | number)[] = [P, leaseMs];
+    for (const j of jobs) argv.push(j.id, j.token);
+    return (await q.run('extend_lock', argv)) as string[];
+  }
+
+  async function handback(...jobs: { id: string; token: number }[]): Promise<string[]> {
+    const argv: (string | number)[] = [P];
+    for (const j of jobs) argv.push(j.id, j.token);
+    return (await q.run('handback', argv)) as string[];
+  }
+
+  /** Enqueues one job and claims it under `leaseMs`. */
+  async function activeJob(opts?: EnqueueOptions, leaseMs = 30_000): Promise<Claimed> {
+    const { id } = await q.enqueue({ work: true }, opts);
+    const { jobs } = await claim(1, leaseMs);
+    expect(jobs[0]?.id).toBe(id);
+    return jobs[0]!;
+  }
+
+  /** Calls reap until it has returned `id` (the lease must expire on the server clock first). */
+  async function reapUntil(id: string): Promise<string[]> {
+    return poll(
+      () => q.reap(),
+      (ids) => ids.includes(id),
+      `reap of ${id}`,
+    );
+  }
+  return {
+    events,
+    eventsSince,
+    eventCount,
+    serverNow,
+    row,
+    zscore,
+    lastWake,
+    claim,
+    claimIds,
+    complete,
+    fail,
+    extend,
+    handback,
+    activeJob,
+    reapUntil,
+  };
+}
+type Helpers = ReturnType<typeof helpers>;
+
+const it = queueTest(env, 'scripts')
+  .extend<{ h: Helpers }>({ h: async ({ raw, q, P, key }, use) => use(helpers({ raw, q, P, key })) })
+  .extend<Helpers>(
+    helperFixtures<Helpers>([
+      'events',
+      'eventsSince',
+      'eventCount',
+      'serverNow',
+      'row',
+      'zscore',
+      'lastWake',
+      'claim',
+      'claimIds',
+      'complete',
+      'fail',
+      'extend',
+      'handback',
+      'activeJob',
+      'reapUntil',
+    ]),
   );
-}
 
 // ── enqueue and schedule at the script level ────────────────────────────────────
 
 describe('enqueue script', () => {
-  it('refuses a whole batch with EMQKIND when any id is not JOB-namespaced, writing none of it', async () => {
+  it('refuses a whole batch with EMQKIND when any id is not JOB-namespaced, writing none of it', async ({
+    raw,
+    q,
+    P,
+    key,
+  }) => {
     const tuple = (id: string) => [id, '{}', '0', '', '', '3', ''];
     await expectRefused(() => q.run('enqueue', [P, ...tuple('JOBgood'), ...tuple('bad-id')]), 'EMQKIND');
     expect(await raw.exists(key('job:JOBgood'))).toBe(0);
@@ -145,7 +179,14 @@ describe('enqueue script', () => {
     expect(await raw.keys(key('*'))).toEqual([key('meta')]); // only the protocol stamp (hello)
   });
 
-  it('replies 1 per admitted job and 0 per duplicate, and wakes only when pending was empty', async () => {
+  it('replies 1 per admitted job and 0 per duplicate, and wakes only when pending was empty', async ({
+    raw,
+    q,
+    P,
+    key,
+    events,
+    lastWake,
+  }) => {
     const tuple = (id: string, prio = '0') => [id, '{"x":1}', prio, '', '', '2', ''];
     expect(await q.run('enqueue', [P, ...tuple('JOBa'), ...tuple('JOBb', '3'), ...tuple('JOBa')])).toEqual([
       1, 1, 0,
@@ -164,7 +205,7 @@ describe('enqueue script', () => {
 });
 
 describe('schedule script', () => {
-  it('refuses a negative delay with EMQINPUT and writes no row', async () => {
+  it('refuses a negative delay with EMQINPUT and writes no row', async ({ raw, q, key }) => {
     await expectRefused(() => q.run('schedule', ['JOBneg', '{}', 'in', -5], 'JOBneg'), 'EMQINPUT');
     await expectRefused(() => q.run('schedule', ['JOBneg', '{}', 'soon', 5], 'JOBneg'), 'EMQINPUT');
     await expectRefused(() => q.run('schedule', ['JOBneg', '{}', 'in', 1.5], 'JOBneg'), 'EMQINPUT');
@@ -172,7 +213,12 @@ describe('schedule script', () => {
     expect(await raw.keys(key('*'))).toEqual([key('meta')]);
   });
 
-  it("prices mode 'in' on the server clock and wakes consumers when it is the new earliest run-at", async () => {
+  it("prices mode 'in' on the server clock and wakes consumers when it is the new earliest run-at", async ({
+    q,
+    serverNow,
+    zscore,
+    lastWake,
+  }) => {
     const before = await serverNow();
     expect(await q.run('schedule', ['JOBlate', '{}', 'in', 60_000], 'JOBlate')).toBe(1);
     const w1 = await lastWake();
@@ -191,7 +237,10 @@ describe('schedule script', () => {
 // ── claim ───────────────────────────────────────────────────────────────────────
 
 describe('claim', () => {
-  it('claims jobs without a priority first, then lower numbers, equal priorities in mint order', async () => {
+  it('claims jobs without a priority first, then lower numbers, equal priorities in mint order', async ({
+    q,
+    claim,
+  }) => {
     const out = await q.enqueueMany([
       { data: 'p2-first', opts: { priority: 2 } },
       { data: 'none-first' },
@@ -212,13 +261,21 @@ describe('claim', () => {
     expect(new Set(jobs.map((j) => j.id))).toEqual(new Set(out.map((o) => o.id)));
   });
 
-  it('orders equal priorities by id, not by arrival', async () => {
+  it('orders equal priorities by id, not by arrival', async ({ q, claimIds }) => {
     await q.enqueue('b', { id: 'JOB0002' });
     await q.enqueue('a', { id: 'JOB0001' });
     expect(await claimIds(2)).toEqual(['JOB0001', 'JOB0002']);
   });
 
-  it('replies with 7 fields per job and makes each row active with attempts and a token', async () => {
+  it('replies with 7 fields per job and makes each row active with attempts and a token', async ({
+    raw,
+    q,
+    key,
+    serverNow,
+    row,
+    zscore,
+    claim,
+  }) => {
     const { id } = await q.enqueue(
       { hello: 'world' },
       { name: 'greet', attempts: 4, backoff: { kind: 'fixed', ms: 10 } },
@@ -252,13 +309,17 @@ describe('claim', () => {
     expect(await raw.zcard(key('pending'))).toBe(0);
   });
 
-  it("replies max '1' and empty name and backoff for a row written without them", async () => {
+  it("replies max '1' and empty name and backoff for a row written without them", async ({ q, P, claim }) => {
     await q.run('enqueue', [P, 'JOBbare', 'null', '0', '', '', '', '']);
     const { jobs } = await claim(1);
     expect(jobs[0]).toMatchObject({ id: 'JOBbare', max: '1', name: '', backoff: '', payload: 'null' });
   });
 
-  it('issues a strictly increasing lease token on every claim of the same job', async () => {
+  it('issues a strictly increasing lease token on every claim of the same job', async ({
+    q,
+    claim,
+    handback,
+  }) => {
     const { id } = await q.enqueue({});
     const tokens: number[] = [];
     for (let i = 0; i < 4; i++) {
@@ -270,7 +331,12 @@ describe('claim', () => {
     for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]!);
   });
 
-  it('appends an active event per job, and drained when a short claim took the last job', async () => {
+  it('appends an active event per job, and drained when a short claim took the last job', async ({
+    q,
+    eventsSince,
+    eventCount,
+    claim,
+  }) => {
     const a = await q.enqueue({ a: 1 });
     const b = await q.enqueue({ b: 1 });
     const skip = await eventCount();
@@ -286,7 +352,12 @@ describe('claim', () => {
   });
 
   // A claim of exactly the jobs left (a concurrency-1 consumer always asks for 1) still drains.
-  it('appends drained when a claim of exactly the jobs left takes the last one', async () => {
+  it('appends drained when a claim of exactly the jobs left takes the last one', async ({
+    q,
+    eventsSince,
+    eventCount,
+    claim,
+  }) => {
     const { id } = await q.enqueue({ only: true });
     const skip = await eventCount();
     const { jobs } = await claim(1);
@@ -295,7 +366,11 @@ describe('claim', () => {
     expect((await eventsSince(skip)).map((e) => e.event)).toEqual(['active', 'drained']);
   });
 
-  it("replies wake id '' when it claimed n jobs and the wake stream's last id when short", async () => {
+  it("replies wake id '' when it claimed n jobs and the wake stream's last id when short", async ({
+    q,
+    lastWake,
+    claim,
+  }) => {
     const empty = await claim(3);
     expect(empty).toEqual({ jobs: [], wake: '0-0' });
 
@@ -312,7 +387,17 @@ describe('claim', () => {
     expect(short.wake).not.toBe('0-0');
   });
 
-  it('a paused queue (meta paused 1) claims nothing and leaves jobs pending', async () => {
+  it('a paused queue (meta paused 1) claims nothing and leaves jobs pending', async ({
+    raw,
+    q,
+    key,
+    eventCount,
+    row,
+    zscore,
+    lastWake,
+    claim,
+    claimIds,
+  }) => {
     const { id } = await q.enqueue({});
     await raw.hset(key('meta'), 'paused', '1');
     const skip = await eventCount();
@@ -330,7 +415,7 @@ describe('claim', () => {
     expect(await claimIds(5)).toEqual([id]);
   });
 
-  it('a ring turn takes one job per group, so lanes interleave', async () => {
+  it('a ring turn takes one job per group, so lanes interleave', async ({ raw, q, key, claim }) => {
     const a = await q.enqueueMany([0, 1, 2].map((i) => ({ data: `a${i}`, opts: { group: 'A' } })));
     const b = await q.enqueueMany([0, 1, 2].map((i) => ({ data: `b${i}`, opts: { group: 'B' } })));
     const { jobs } = await claim(4);
@@ -341,7 +426,7 @@ describe('claim', () => {
     expect(await raw.zrange(key('ring'), 0, -1)).toEqual(['A', 'B']);
   });
 
-  it('interleaves lane turns with flat pending jobs', async () => {
+  it('interleaves lane turns with flat pending jobs', async ({ q, claimIds }) => {
     const flat = await q.enqueueMany([{ data: 'f0' }, { data: 'f1' }]);
     const lane = await q.enqueueMany([
       { data: 'g0', opts: { group: 'G' } },
@@ -351,7 +436,14 @@ describe('claim', () => {
     expect(ids).toEqual([lane[0]!.id, flat[0]!.id, lane[1]!.id, flat[1]!.id]);
   });
 
-  it('holds a lane back at its concurrency limit until a job of that lane finishes', async () => {
+  it('holds a lane back at its concurrency limit until a job of that lane finishes', async ({
+    raw,
+    q,
+    key,
+    claim,
+    claimIds,
+    complete,
+  }) => {
     await raw.hset(key('lanes:concurrency'), 'L', '1');
     const jobs = await q.enqueueMany([0, 1].map((i) => ({ data: i, opts: { group: 'L' } })));
     const first = await claim(5);
@@ -368,7 +460,15 @@ describe('claim', () => {
 // ── complete ────────────────────────────────────────────────────────────────────
 
 describe('complete', () => {
-  it('stores the result, moves the id from active to completed and appends completed', async () => {
+  it('stores the result, moves the id from active to completed and appends completed', async ({
+    eventsSince,
+    eventCount,
+    serverNow,
+    row,
+    zscore,
+    complete,
+    activeJob,
+  }) => {
     const job = await activeJob();
     const skip = await eventCount();
     const before = await serverNow();
@@ -388,14 +488,21 @@ describe('complete', () => {
     expect(await eventsSince(skip)).toEqual([{ event: 'completed', id: job.id }]);
   });
 
-  it("stores no result field for an empty result ('')", async () => {
+  it("stores no result field for an empty result ('')", async ({ q, row, complete, activeJob }) => {
     const job = await activeJob();
     await complete([[job, '']]);
     expect((await row(job.id)).result).toBeUndefined();
     expect((await q.get(job.id))?.result).toBeUndefined();
   });
 
-  it('a stale token gets EMQLEASE and leaves the job unchanged, without failing the batch', async () => {
+  it('a stale token gets EMQLEASE and leaves the job unchanged, without failing the batch', async ({
+    eventsSince,
+    eventCount,
+    row,
+    zscore,
+    complete,
+    activeJob,
+  }) => {
     const stale = await activeJob();
     const good = await activeJob();
     const rowBefore = await row(stale.id);
@@ -414,7 +521,14 @@ describe('complete', () => {
     expect(await eventsSince(skip)).toEqual([{ event: 'completed', id: good.id }]);
   });
 
-  it('a repeated acknowledgement is OK and changes nothing; a job that is not active is refused', async () => {
+  it('a repeated acknowledgement is OK and changes nothing; a job that is not active is refused', async ({
+    raw,
+    q,
+    key,
+    row,
+    complete,
+    activeJob,
+  }) => {
     const job = await activeJob();
     await complete([[job, '1']]);
     const { id: pending } = await q.enqueue({});
@@ -430,7 +544,15 @@ describe('complete', () => {
     expect(await raw.exists(key('job:JOBnone'))).toBe(0);
   });
 
-  it('completes and claims the next jobs in one call', async () => {
+  it('completes and claims the next jobs in one call', async ({
+    raw,
+    q,
+    key,
+    eventsSince,
+    eventCount,
+    claim,
+    complete,
+  }) => {
     const ids = (await q.enqueueMany([1, 2, 3].map((i) => ({ data: i })))).map((r) => r.id);
     const { jobs } = await claim(1);
     const skip = await eventCount();
@@ -453,7 +575,14 @@ describe('complete', () => {
     ]);
   });
 
-  it('with meta keep_completed 5, completing 20 jobs keeps the last 5 rows and deletes the rest', async () => {
+  it('with meta keep_completed 5, completing 20 jobs keeps the last 5 rows and deletes the rest', async ({
+    raw,
+    q,
+    key,
+    row,
+    claim,
+    complete,
+  }) => {
     await raw.hset(key('meta'), 'keep_completed', '5');
     const ids = (await q.enqueueMany(Array.from({ length: 20 }, (_, i) => ({ data: i })))).map((r) => r.id);
     const { jobs } = await claim(20);
@@ -470,7 +599,15 @@ describe('complete', () => {
 // ── fail ────────────────────────────────────────────────────────────────────────
 
 describe('fail', () => {
-  it('with attempts left and a delay, schedules the retry at server now + delay: failed then delayed', async () => {
+  it('with attempts left and a delay, schedules the retry at server now + delay: failed then delayed', async ({
+    eventsSince,
+    eventCount,
+    serverNow,
+    row,
+    zscore,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob({ attempts: 3 });
     const skip = await eventCount();
     const before = await serverNow();
@@ -494,7 +631,13 @@ describe('fail', () => {
     ]);
   });
 
-  it('a scheduled retry is released by promote when due and claimed as attempt 2', async () => {
+  it('a scheduled retry is released by promote when due and claimed as attempt 2', async ({
+    q,
+    zscore,
+    claim,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob({ attempts: 3, priority: 4 });
     expect(await fail(job, 20)).toBe('retry');
     await poll(
@@ -508,7 +651,14 @@ describe('fail', () => {
     expect(jobs[0]!.token).toBeGreaterThan(job.token);
   });
 
-  it('with delay 0, returns the job to pending at once: failed then waiting', async () => {
+  it('with delay 0, returns the job to pending at once: failed then waiting', async ({
+    eventsSince,
+    eventCount,
+    row,
+    zscore,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob({ attempts: 2, priority: 6 });
     const skip = await eventCount();
     expect(await fail(job, 0, 'flaky')).toBe('retry');
@@ -523,7 +673,12 @@ describe('fail', () => {
     ]);
   });
 
-  it('with delay 0, returns a grouped job to its lane and frees its running slot', async () => {
+  it('with delay 0, returns a grouped job to its lane and frees its running slot', async ({
+    raw,
+    key,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob({ group: 'gf' });
     expect(await raw.hget(key('lanes:running'), 'gf')).toBe('1');
     expect(await fail(job, 0)).toBe('retry');
@@ -532,7 +687,15 @@ describe('fail', () => {
     expect(await raw.zrange(key('ring'), 0, -1)).toEqual(['gf']);
   });
 
-  it('with attempts exhausted, dead-letters the job: failed then retries_exhausted', async () => {
+  it('with attempts exhausted, dead-letters the job: failed then retries_exhausted', async ({
+    eventsSince,
+    eventCount,
+    serverNow,
+    row,
+    zscore,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob({ attempts: 1 });
     const skip = await eventCount();
     const before = await serverNow();
@@ -551,7 +714,14 @@ describe('fail', () => {
     ]);
   });
 
-  it('with delay -1 (unrecoverable), dead-letters even with attempts left', async () => {
+  it('with delay -1 (unrecoverable), dead-letters even with attempts left', async ({
+    eventsSince,
+    eventCount,
+    row,
+    zscore,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob({ attempts: 5 });
     const skip = await eventCount();
     expect(await fail(job, -1, 'bad input')).toBe('dead');
@@ -563,7 +733,15 @@ describe('fail', () => {
     ]);
   });
 
-  it('a job whose cancel was requested ends cancelled instead of retrying', async () => {
+  it('a job whose cancel was requested ends cancelled instead of retrying', async ({
+    q,
+    eventsSince,
+    eventCount,
+    row,
+    zscore,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob({ attempts: 5 });
     expect(await q.cancel(job.id)).toBe('requested');
     const skip = await eventCount();
@@ -578,7 +756,13 @@ describe('fail', () => {
     ]);
   });
 
-  it('a stale token is refused with EMQLEASE and nothing changes', async () => {
+  it('a stale token is refused with EMQLEASE and nothing changes', async ({
+    eventCount,
+    row,
+    zscore,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob();
     const before = await row(job.id);
     const lease = await zscore('active', job.id);
@@ -591,7 +775,13 @@ describe('fail', () => {
     expect(await eventCount()).toBe(skip);
   });
 
-  it('refuses a job that is not active with EMQLEASE and an unknown id with EMQNOJOB', async () => {
+  it('refuses a job that is not active with EMQLEASE and an unknown id with EMQNOJOB', async ({
+    raw,
+    q,
+    key,
+    row,
+    fail,
+  }) => {
     const { id } = await q.enqueue({});
     await expectRefused(() => fail({ id, token: 0 } as Claimed, 0), 'EMQLEASE');
     expect((await row(id)).state).toBe('pending');
@@ -599,7 +789,13 @@ describe('fail', () => {
     expect(await raw.exists(key('job:JOBghost'))).toBe(0);
   });
 
-  it('stores the message and stack of each attempt, clearing a stack the next failure lacks', async () => {
+  it('stores the message and stack of each attempt, clearing a stack the next failure lacks', async ({
+    q,
+    row,
+    claim,
+    fail,
+    activeJob,
+  }) => {
     const job = await activeJob({ attempts: 3 });
     await fail(job, 0, 'first', 'Error: first\n    at a');
     expect(await row(job.id)).toMatchObject({ error: 'first', stack: 'Error: first\n    at a' });
@@ -611,7 +807,12 @@ describe('fail', () => {
     expect((await q.get(job.id))?.error).toEqual({ message: 'second' });
   });
 
-  it('with meta keep_dead 2, dead-lettering 3 jobs keeps the last 2 rows', async () => {
+  it('with meta keep_dead 2, dead-lettering 3 jobs keeps the last 2 rows', async ({
+    raw,
+    key,
+    fail,
+    activeJob,
+  }) => {
     await raw.hset(key('meta'), 'keep_dead', '2');
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
@@ -627,7 +828,12 @@ describe('fail', () => {
 // ── extend_lock ─────────────────────────────────────────────────────────────────
 
 describe('extend_lock', () => {
-  it("replies 'ok' and pushes the lease deadline to server now + lease", async () => {
+  it("replies 'ok' and pushes the lease deadline to server now + lease", async ({
+    serverNow,
+    zscore,
+    extend,
+    activeJob,
+  }) => {
     const job = await activeJob(undefined, 1000);
     const before = await serverNow();
     expect(await extend(60_000, job)).toEqual(['ok']);
@@ -637,7 +843,14 @@ describe('extend_lock', () => {
     expect(deadline).toBeLessThanOrEqual(after + 60_000);
   });
 
-  it("replies 'cancel' (and still extends) after queue.cancel() on the active job", async () => {
+  it("replies 'cancel' (and still extends) after queue.cancel() on the active job", async ({
+    q,
+    serverNow,
+    row,
+    zscore,
+    extend,
+    activeJob,
+  }) => {
     const job = await activeJob(undefined, 1000);
     expect(await q.cancel(job.id)).toBe('requested');
     const before = await serverNow();
@@ -646,7 +859,12 @@ describe('extend_lock', () => {
     expect((await row(job.id)).state).toBe('active');
   });
 
-  it("replies 'lost' for a stale token and leaves the lease alone, per job in one call", async () => {
+  it("replies 'lost' for a stale token and leaves the lease alone, per job in one call", async ({
+    eventCount,
+    zscore,
+    extend,
+    activeJob,
+  }) => {
     const a = await activeJob(undefined, 1000);
     const b = await activeJob(undefined, 1000);
     const leaseA = await zscore('active', a.id);
@@ -656,7 +874,12 @@ describe('extend_lock', () => {
     expect(await eventCount()).toBe(skip); // a checkpoint is not a transition
   });
 
-  it("replies 'lost' for a job that is no longer active and does not put it back in active", async () => {
+  it("replies 'lost' for a job that is no longer active and does not put it back in active", async ({
+    zscore,
+    complete,
+    extend,
+    activeJob,
+  }) => {
     const job = await activeJob();
     await complete([[job, '']]);
     expect(await extend(60_000, job)).toEqual(['lost']);
@@ -667,7 +890,14 @@ describe('extend_lock', () => {
 // ── reap ────────────────────────────────────────────────────────────────────────
 
 describe('reap', () => {
-  it('returns an expired lease to pending with a stalled event and leaves a live lease alone', async () => {
+  it('returns an expired lease to pending with a stalled event and leaves a live lease alone', async ({
+    eventsSince,
+    eventCount,
+    row,
+    zscore,
+    activeJob,
+    reapUntil,
+  }) => {
     const live = await activeJob(undefined, 60_000);
     const expired = await activeJob({ priority: 3 }, 1);
     const liveLease = await zscore('active', live.id);
@@ -683,7 +913,13 @@ describe('reap', () => {
     expect(await eventsSince(skip)).toEqual([{ event: 'stalled', id: expired.id }]);
   });
 
-  it('removes a ghost from active without resurrecting its row', async () => {
+  it('removes a ghost from active without resurrecting its row', async ({
+    raw,
+    q,
+    key,
+    eventCount,
+    activeJob,
+  }) => {
     const ghost = await activeJob(undefined, 1);
     await raw.del(key(`job:${ghost.id}`));
     const skip = await eventCount();
@@ -700,7 +936,14 @@ describe('reap', () => {
     expect(await eventCount()).toBe(skip);
   });
 
-  it('a replica promoted without the last claim never hands out that claim token again', async () => {
+  it('a replica promoted without the last claim never hands out that claim token again', async ({
+    raw,
+    q,
+    key,
+    row,
+    claim,
+    complete,
+  }) => {
     // A failover with replication lag: the old primary's claim of the job (and its token) never
     // reached the replica, whose copy of the row is the pending one from before the claim.
     const { id } = await q.enqueue({ n: 1 });
@@ -718,7 +961,15 @@ describe('reap', () => {
     expect(await row(id)).toMatchObject({ state: 'active', token: String(onNewPrimary.token) });
   });
 
-  it('a stale lease token cannot complete a job that was reaped and claimed again', async () => {
+  it('a stale lease token cannot complete a job that was reaped and claimed again', async ({
+    row,
+    claim,
+    complete,
+    fail,
+    extend,
+    activeJob,
+    reapUntil,
+  }) => {
     const first = await activeJob(undefined, 1);
     await reapUntil(first.id);
     const { jobs } = await claim(1);
@@ -740,7 +991,14 @@ describe('reap', () => {
     expect(await row(first.id)).toMatchObject({ state: 'completed', result: '"real"' });
   });
 
-  it('ends a job whose cancel was requested as cancelled instead of returning it', async () => {
+  it('ends a job whose cancel was requested as cancelled instead of returning it', async ({
+    q,
+    eventsSince,
+    eventCount,
+    row,
+    zscore,
+    activeJob,
+  }) => {
     const job = await activeJob(undefined, 1);
     await q.cancel(job.id);
     const skip = await eventCount();
@@ -758,7 +1016,13 @@ describe('reap', () => {
     expect(await eventsSince(skip)).toEqual([{ event: 'failed', id: job.id, reason: 'cancelled' }]);
   });
 
-  it('returns an expired grouped job to its lane and frees its running slot', async () => {
+  it('returns an expired grouped job to its lane and frees its running slot', async ({
+    raw,
+    key,
+    zscore,
+    activeJob,
+    reapUntil,
+  }) => {
     const job = await activeJob({ group: 'rg' }, 1);
     await reapUntil(job.id);
     expect(await raw.zrange(key('g:rg:pending'), 0, -1)).toEqual([job.id]);
@@ -771,7 +1035,15 @@ describe('reap', () => {
 // ── sweep_stalled ───────────────────────────────────────────────────────────────
 
 describe('sweepStalled', () => {
-  it('with maxStalled 1, recovers the first expiry and dead-letters the second', async () => {
+  it('with maxStalled 1, recovers the first expiry and dead-letters the second', async ({
+    q,
+    eventsSince,
+    eventCount,
+    row,
+    zscore,
+    claim,
+    activeJob,
+  }) => {
     const first = await activeJob({ attempts: 10 }, 1);
     const recovered = await poll(
       () => q.sweepStalled({ maxStalled: 1 }),
@@ -800,7 +1072,7 @@ describe('sweepStalled', () => {
     expect((await q.get(first.id))?.stalled).toBe(2);
   });
 
-  it('leaves live leases alone', async () => {
+  it('leaves live leases alone', async ({ q, row, activeJob }) => {
     const live = await activeJob(undefined, 60_000);
     expect(await q.sweepStalled({ maxStalled: 1 })).toEqual({ recovered: [], dead: [] });
     expect((await row(live.id)).state).toBe('active');
@@ -810,7 +1082,16 @@ describe('sweepStalled', () => {
 // ── handback ────────────────────────────────────────────────────────────────────
 
 describe('handback', () => {
-  it('returns an active job to pending without spending an attempt', async () => {
+  it('returns an active job to pending without spending an attempt', async ({
+    q,
+    P,
+    eventsSince,
+    eventCount,
+    row,
+    zscore,
+    claim,
+    handback,
+  }) => {
     const { id } = await q.enqueue({}, { priority: 2 });
     await q.run('fail', [P, id, (await claim(1)).jobs[0]!.token, 'x', '', 0], id); // attempts 1
     const job = (await claim(1)).jobs[0]!;
@@ -828,7 +1109,13 @@ describe('handback', () => {
     expect(again.token).toBeGreaterThan(job.token);
   });
 
-  it('refuses a stale token with EMQLEASE and leaves the job active', async () => {
+  it('refuses a stale token with EMQLEASE and leaves the job active', async ({
+    eventCount,
+    row,
+    zscore,
+    handback,
+    activeJob,
+  }) => {
     const job = await activeJob();
     const before = await row(job.id);
     const skip = await eventCount();
@@ -841,7 +1128,12 @@ describe('handback', () => {
     expect(await eventCount()).toBe(skip);
   });
 
-  it('returns a grouped job to its lane and frees its running slot', async () => {
+  it('returns a grouped job to its lane and frees its running slot', async ({
+    raw,
+    key,
+    handback,
+    activeJob,
+  }) => {
     const job = await activeJob({ group: 'hb' });
     expect(await handback(job)).toEqual(['OK']);
     expect(await raw.zrange(key('g:hb:pending'), 0, -1)).toEqual([job.id]);
@@ -849,7 +1141,14 @@ describe('handback', () => {
     expect(await raw.zrange(key('ring'), 0, -1)).toEqual(['hb']);
   });
 
-  it('a failed retry at delay 0 in a concurrency-limited lane wakes parked consumers', async () => {
+  it('a failed retry at delay 0 in a concurrency-limited lane wakes parked consumers', async ({
+    raw,
+    q,
+    key,
+    lastWake,
+    claim,
+    fail,
+  }) => {
     await raw.hset(key('lanes:concurrency'), 'cl', '1');
     await q.enqueueMany([0, 1].map((i) => ({ data: i, opts: { group: 'cl' } })));
     const { jobs, wake } = await claim(5); // short: a consumer would park after `wake`
@@ -863,7 +1162,14 @@ describe('handback', () => {
   // BUG: handback.lua ignores lane_done's return value (`if row[3] then lane_done(p, K, row[3]) end`).
   // In a lane held at its concurrency limit the ring is empty while a job waits; handing back the
   // running job re-offers the lane (ring empty -> non-empty) inside lane_done: that must wake.
-  it('handback in a concurrency-limited lane wakes parked consumers', async () => {
+  it('handback in a concurrency-limited lane wakes parked consumers', async ({
+    raw,
+    q,
+    key,
+    lastWake,
+    claim,
+    handback,
+  }) => {
     await raw.hset(key('lanes:concurrency'), 'cl', '1');
     await q.enqueueMany([0, 1].map((i) => ({ data: i, opts: { group: 'cl' } })));
     const { jobs, wake } = await claim(5);

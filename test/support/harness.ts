@@ -12,16 +12,16 @@ export { onMemory };
 
 /**
  * `it` for a test only a real redis-server can run (another process, a server restart): on the
- * memory engine it is skipped, with `why` in its name.
+ * memory engine it is skipped, with `why` in its name. `test` is the file's own `it` when it has
+ * one (a queueTest), so the test still receives its fixtures.
  */
-export function redisOnly(why: string): typeof it {
-  if (!onMemory) return it;
+export function redisOnly(why: string): typeof it;
+export function redisOnly<T extends { skip: (...args: never[]) => unknown }>(why: string, test: T): T;
+export function redisOnly(why: string, test: { skip: (...args: never[]) => unknown } = it): unknown {
+  if (!onMemory) return test;
   const skip = (name: string, ...rest: unknown[]) =>
-    it.skip(
-      `${name} (redis-server only: ${why})`,
-      ...(rest as Parameters<typeof it.skip> extends [unknown, ...infer R] ? R : never),
-    );
-  return skip as unknown as typeof it;
+    (test.skip as (...args: unknown[]) => unknown)(`${name} (redis-server only: ${why})`, ...rest);
+  return skip;
 }
 
 /**
