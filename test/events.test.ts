@@ -1,49 +1,19 @@
 // The event reader and waitFor against a real redis-server: events arrive in stream order with
 // their fields, '0' replays and a stream id resumes, async iteration ends on close(), a killed
 // connection resumes without gaps or duplicates, and waitFor settles on every terminal state.
-import type { Redis, RedisOptions } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import type { RedisOptions } from 'ioredis';
+import { describe, expect } from 'vitest';
 import { type Consumer, UnrecoverableError } from '../src/consumer/consumer.js';
 import type { EchoMQError, ErrorCode } from '../src/core/errors.js';
 import type { Handler, QueueEvent } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { EventsOptions, QueueEvents } from '../src/events/reader.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
-import { closeAll, pause, poll, refusal, within } from './support/observe.js';
+import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from './support/harness.js';
+import { pause, poll, refusal, within } from './support/observe.js';
 
 const env = useRedisServer();
 
-let raw: Redis;
-let name: string;
-let q: Queue;
-const readers: QueueEvents[] = [];
-const consumers: Consumer[] = [];
-
-useQueue(
-  env,
-  'events',
-  (f) => {
-    ({ raw, name, q } = f);
-  },
-  () => closeAll(consumers, readers),
-);
-
 // ── helpers ─────────────────────────────────────────────────────────────────────
-
-/** An event reader that afterEach closes. */
-function reader(opts?: EventsOptions): QueueEvents {
-  const r = q.events(opts);
-  readers.push(r);
-  return r;
-}
-
-function consume(handler: Handler<unknown, unknown>): Consumer {
-  const c = q.consume(handler);
-  consumers.push(c);
-  return c;
-}
-
 /** Collects every event the reader delivers (or only `event`). */
 function collect(r: QueueEvents, event?: QueueEvent['event']): QueueEvent[] {
   const got: QueueEvent[] = [];
@@ -62,23 +32,90 @@ async function expectRejected(promise: Promise<unknown>, code: ErrorCode): Promi
   return err;
 }
 
-/** The stream ids of this queue's events stream, oldest first. */
-async function streamIds(): Promise<string[]> {
-  return (await raw.xrange(`emq:{${name}}:events`, '-', '+')).map(([id]) => id);
-}
+/** The file's helpers over one test's queue. */
+function helpers({
+  raw,
+  q,
+  key,
+  consumers,
+  others,
+}: Pick<QueueTestContext, 'raw' | 'q' | 'key' | 'consumers' | 'others'>) {
+  /** An event reader that is closed after the test. */
+  function reader(opts?: EventsOptions): QueueEvents {
+    const r = q.events(opts);
+    others.push(r);
+    return r;
+  }
 
-/** n jobs, each with its own stream entry (a batch of one name would share one entry). */
-async function enqueueN(n: number): Promise<string[]> {
-  const out = await q.enqueueMany(
-    Array.from({ length: n }, (_, i) => ({ data: i, opts: { name: `n${i}` } })),
-  );
-  return out.map((r) => r.id);
+  function consume(handler: Handler<unknown, unknown>): Consumer {
+    const c = q.consume(handler);
+    consumers.push(c);
+    return c;
+  }
+
+  /** The stream ids of this queue's events stream, oldest first. */
+  async function streamIds(): Promise<string[]> {
+    return (await raw.xrange(key('events'), '-', '+')).map(([id]) => id);
+  }
+
+  /** n jobs, each with its own stream entry (a batch of one name would share one entry). */
+  async function enqueueN(n: number): Promise<string[]> {
+    const out = await q.enqueueMany(
+      Array.from({ length: n }, (_, i) => ({ data: i, opts: { name: `n${i}` } })),
+    );
+    return out.map((r) => r.id);
+  }
+
+  /**
+   * Enqueues 300 jobs one by one from the test's connection while a reader on a connection of its
+   * own follows `added`, killing every normal client (CLIENT KILL TYPE normal) six times on the way.
+   * Resolves once the reader has seen as many events as were enqueued (or fails after `waitMs`).
+   */
+  async function killMidStream(
+    redisOptions: RedisOptions,
+    waitMs: number,
+  ): Promise<{ received: QueueEvent[]; enqueued: string[] }> {
+    const own = await EchoMQ.connect({ url: env.server.url, redisOptions });
+    const r = own.queue(q.name).events({ blockMs: 500 });
+    try {
+      await r.ready;
+      const received = collect(r, 'added');
+      const enqueued: string[] = [];
+      let killed = 0;
+      for (let i = 0; i < 300; i += 1) {
+        enqueued.push((await q.enqueue({ i })).id);
+        if (i % 50 === 25) killed += Number(await raw.client('KILL', 'TYPE', 'normal'));
+      }
+      // Every kill dropped the reader's and the producer's connections at least.
+      expect(killed).toBeGreaterThanOrEqual(12);
+      await poll(
+        () => received.length,
+        (n) => n >= enqueued.length,
+        'every added event',
+        waitMs,
+      );
+      await pause(50); // a duplicate would arrive right behind the last event
+      return { received, enqueued };
+    } finally {
+      // Bounded: a reader stuck on a read that never settles must not hang the file (see the bug above).
+      await Promise.race([r.close(), pause(500)]);
+      await own.close();
+    }
+  }
+  return { reader, consume, streamIds, enqueueN, killMidStream };
 }
+type Helpers = ReturnType<typeof helpers>;
+
+const it = queueTest(env, 'events')
+  .extend<{ h: Helpers }>({
+    h: async ({ raw, q, key, consumers, others }, use) => use(helpers({ raw, q, key, consumers, others })),
+  })
+  .extend<Helpers>(helperFixtures<Helpers>(['reader', 'consume', 'streamIds', 'enqueueN', 'killMidStream']));
 
 // ── reading ─────────────────────────────────────────────────────────────────────
 
 describe('the event reader', () => {
-  it('delivers events in stream order with their fields', async () => {
+  it('delivers events in stream order with their fields', async ({ q, reader, streamIds }) => {
     const r = reader();
     await r.ready;
     const got = collect(r);
@@ -104,7 +141,11 @@ describe('the event reader', () => {
     expect(r.position).toBe(got[2]!.streamId);
   });
 
-  it("delivers a consumer's lifecycle events with attempt and progress fields", async () => {
+  it("delivers a consumer's lifecycle events with attempt and progress fields", async ({
+    q,
+    reader,
+    consume,
+  }) => {
     const r = reader();
     await r.ready;
     const got = collect(r);
@@ -126,7 +167,10 @@ describe('the event reader', () => {
     ]);
   });
 
-  it('.on(name) and subscribe(fn, name) deliver only that event; unsubscribing stops delivery', async () => {
+  it('.on(name) and subscribe(fn, name) deliver only that event; unsubscribing stops delivery', async ({
+    q,
+    reader,
+  }) => {
     const r = reader();
     await r.ready;
     const added: string[] = [];
@@ -154,7 +198,10 @@ describe('the event reader', () => {
     expect(all).toEqual([`added ${a}`, `failed ${a}`]);
   });
 
-  it("from '0' replays the whole stream; the default ('$') sees only what follows ready", async () => {
+  it("from '0' replays the whole stream; the default ('$') sees only what follows ready", async ({
+    reader,
+    enqueueN,
+  }) => {
     const before = await enqueueN(5);
     const replay = reader({ from: '0' });
     const live = reader();
@@ -176,7 +223,7 @@ describe('the event reader', () => {
     expect(seen.map((e) => e.id)).toEqual([after]);
   });
 
-  it('from a stream id resumes right after that entry', async () => {
+  it('from a stream id resumes right after that entry', async ({ reader, streamIds, enqueueN }) => {
     const ids = await enqueueN(6);
     const entries = await streamIds();
     const r = reader({ from: entries[2] });
@@ -191,7 +238,7 @@ describe('the event reader', () => {
     expect(got.map((e) => e.streamId)).toEqual(entries.slice(3));
   });
 
-  it('for await yields events in order, and close() ends the loop', async () => {
+  it('for await yields events in order, and close() ends the loop', async ({ reader, enqueueN }) => {
     const r = reader();
     await r.ready;
     const got: string[] = [];
@@ -214,7 +261,9 @@ describe('the event reader', () => {
     expect(after).toEqual([]);
   });
 
-  it('resumes after its connection is killed mid-stream, without gaps or duplicates', async () => {
+  it('resumes after its connection is killed mid-stream, without gaps or duplicates', async ({
+    killMidStream,
+  }) => {
     const { received, enqueued } = await killMidStream({}, 15_000);
     const ids = received.map((e) => e.id);
     expect(new Set(ids).size).toBe(ids.length);
@@ -231,60 +280,23 @@ describe('the event reader', () => {
   // actual: it hangs. Fix: race the xread promise against the watchdog timer (and make close()
   // not wait on a read that cannot settle), instead of relying on disconnect() to reject it.
   // The default options hide this because ioredis resends the blocked XREAD after reconnecting.
-  it('resumes after a kill even when ioredis does not resend the blocked read', async () => {
+  it('resumes after a kill even when ioredis does not resend the blocked read', async ({ killMidStream }) => {
     const { received, enqueued } = await killMidStream({ autoResendUnfulfilledCommands: false }, 4500);
     expect(received.map((e) => e.id)).toEqual(enqueued);
   });
 });
 
-/**
- * Enqueues 300 jobs one by one from the test's connection while a reader on a connection of its
- * own follows `added`, killing every normal client (CLIENT KILL TYPE normal) six times on the way.
- * Resolves once the reader has seen as many events as were enqueued (or fails after `waitMs`).
- */
-async function killMidStream(
-  redisOptions: RedisOptions,
-  waitMs: number,
-): Promise<{ received: QueueEvent[]; enqueued: string[] }> {
-  const own = await EchoMQ.connect({ url: env.server.url, redisOptions });
-  const r = own.queue(name).events({ blockMs: 500 });
-  try {
-    await r.ready;
-    const received = collect(r, 'added');
-    const enqueued: string[] = [];
-    let killed = 0;
-    for (let i = 0; i < 300; i += 1) {
-      enqueued.push((await q.enqueue({ i })).id);
-      if (i % 50 === 25) killed += Number(await raw.client('KILL', 'TYPE', 'normal'));
-    }
-    // Every kill dropped the reader's and the producer's connections at least.
-    expect(killed).toBeGreaterThanOrEqual(12);
-    await poll(
-      () => received.length,
-      (n) => n >= enqueued.length,
-      'every added event',
-      waitMs,
-    );
-    await pause(50); // a duplicate would arrive right behind the last event
-    return { received, enqueued };
-  } finally {
-    // Bounded: a reader stuck on a read that never settles must not hang the file (see the bug above).
-    await Promise.race([r.close(), pause(500)]);
-    await own.close();
-  }
-}
-
 // ── waitFor ─────────────────────────────────────────────────────────────────────
 
 describe('waitFor', () => {
-  it('resolves with the result once the job completes', async () => {
+  it('resolves with the result once the job completes', async ({ q, consume }) => {
     const { id } = await q.enqueue({ n: 21 });
     const waiting = q.waitFor(id, { timeoutMs: 5000 });
     consume(async (job) => ({ doubled: (job.data as { n: number }).n * 2 }));
     expect(await waiting).toEqual({ doubled: 42 });
   });
 
-  it('resolves at once for a job that completed before the call', async () => {
+  it('resolves at once for a job that completed before the call', async ({ q, consume }) => {
     const c = consume(async () => 'early');
     const { id } = await q.enqueue({});
     await poll(
@@ -296,7 +308,10 @@ describe('waitFor', () => {
     expect(await within(q.waitFor(id, { timeoutMs: 5000 }), 1000, 'waitFor')).toBe('early');
   });
 
-  it('does not settle on a retried failure: it resolves when a later attempt completes', async () => {
+  it('does not settle on a retried failure: it resolves when a later attempt completes', async ({
+    q,
+    consume,
+  }) => {
     const { id } = await q.enqueue({}, { attempts: 2, backoff: { kind: 'fixed', ms: 20 } });
     const waiting = q.waitFor(id, { timeoutMs: 5000 });
     consume(async (job) => {
@@ -306,7 +321,7 @@ describe('waitFor', () => {
     expect(await waiting).toBe('attempt 2');
   });
 
-  it('rejects with EMQJOBFAILED when the job ends dead', async () => {
+  it('rejects with EMQJOBFAILED when the job ends dead', async ({ q, consume }) => {
     const { id } = await q.enqueue({});
     const waiting = q.waitFor(id, { timeoutMs: 5000 });
     consume(async () => {
@@ -318,7 +333,7 @@ describe('waitFor', () => {
     await expectRejected(q.waitFor(id, { timeoutMs: 5000 }), 'EMQJOBFAILED');
   });
 
-  it('rejects with EMQCANCELLED for a cancelled job', async () => {
+  it('rejects with EMQCANCELLED for a cancelled job', async ({ q }) => {
     const { id } = await q.enqueue({});
     const waiting = q.waitFor(id, { timeoutMs: 5000 });
     await pause(10); // let waitFor read the row first, so the cancel arrives as an event
@@ -327,7 +342,7 @@ describe('waitFor', () => {
     await expectRejected(q.waitFor(id, { timeoutMs: 5000 }), 'EMQCANCELLED');
   });
 
-  it('rejects with EMQTIMEOUT when the job does not finish in time', async () => {
+  it('rejects with EMQTIMEOUT when the job does not finish in time', async ({ q }) => {
     const { id } = await q.enqueue({});
     const started = performance.now();
     await expectRejected(q.waitFor(id, { timeoutMs: 200 }), 'EMQTIMEOUT');
@@ -337,7 +352,7 @@ describe('waitFor', () => {
     expect((await q.get(id))?.state).toBe('pending');
   });
 
-  it('rejects with EMQNOJOB for an unknown id', async () => {
+  it('rejects with EMQNOJOB for an unknown id', async ({ q }) => {
     await expectRejected(q.waitFor('JOBnosuchjob', { timeoutMs: 1000 }), 'EMQNOJOB');
   });
 });
