@@ -62,6 +62,8 @@ const LEAST_PRIVILEGE_COMMANDS = [
   'ltrim',
   'lrange',
   'llen',
+  // claim keeps active a skiplist (protocol/lib/claim.lua); without it, the plain ZADD
+  'object|encoding',
 ];
 // Optional: +client|id +client|unblock let a consumer end a timed blocking read on time (without
 // them it wakes on the server's tick, about 100 ms late); +config|get lets connect() check

@@ -650,7 +650,27 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     end
     if not moved then break end
   end
-  bulk('ZADD', K.active, leases)
+  -- Redis keeps a sorted set of up to 128 members (zset-max-listpack-entries) as a listpack,
+  -- where every insert and removal scans the whole set: with tens to a hundred jobs running,
+  -- active's scans were a fifth of what a claim and its completion cost Redis. A member longer
+  -- than zset-max-listpack-value (64 bytes) turns a set into a skiplist (O(log n) inserts), and
+  -- Redis never turns one back while the key lives; so a claim of several jobs that finds
+  -- active a listpack (or absent) adds such a placeholder before the leases and removes it
+  -- after, in this same call: no reader sees it, only the encoding changes. (pcall: a user
+  -- whose ACL lacks object|encoding gets an error table here and the plain ZADD.)
+  local widen = false
+  if got > 1 then
+    local encoding = redis.pcall('OBJECT', 'ENCODING', K.active) -- false: no such key yet
+    widen = encoding == false or encoding == 'listpack' or encoding == 'ziplist'
+  end
+  if widen then
+    local wide = string.rep('~', 200)
+    redis.call('ZADD', K.active, '0', wide)
+    bulk('ZADD', K.active, leases)
+    redis.call('ZREM', K.active, wide)
+  else
+    bulk('ZADD', K.active, leases)
+  end
   if cap > 0 and got > 0 then redis.call('HINCRBY', K.meta, 'running', got) end
   emit_batch(K, emax, 'active', claimed, 'attempt', tries, false, by)
   if woke then wake(K) end -- a dead-lettered child released its flow parent

@@ -49,6 +49,7 @@ export const COMMANDS: Record<string, Command> = {
   UNLINK: { arity: -2, run: keys.del },
   EXISTS: { arity: -2, run: keys.exists },
   TYPE: { arity: 2, run: keys.type },
+  OBJECT: { arity: -2, run: keys.object },
   KEYS: { arity: 2, run: keys.keys },
   SCAN: { arity: -2, run: keys.scan },
   EXPIRE: { arity: -3, run: (c, [k, s, ...f]) => keys.expireAt(c, k!, c.nowMs() + integer(s) * 1000, f) },

@@ -1,4 +1,4 @@
-// Key-space commands: DEL, EXISTS, TYPE, KEYS, SCAN, the EXPIRE family, TTL, PERSIST, RENAME.
+// Key-space commands: DEL, EXISTS, TYPE, OBJECT ENCODING, KEYS, SCAN, the EXPIRE family, TTL, PERSIST, RENAME.
 
 import { CommandError, kindOf } from '../keyspace.js';
 import { OK, type Reply, Status } from '../resp.js';
@@ -20,6 +20,27 @@ export function exists(ctx: CommandContext, args: string[]): Reply {
 export function type(ctx: CommandContext, [key]: string[]): Reply {
   const v = ctx.db.get(key!);
   return new Status(v === undefined ? 'none' : kindOf(v));
+}
+
+// The encoding Redis would report for each kind at any size: the engine keeps one form per
+// kind, so claim's listpack-to-skiplist step (protocol/lib/claim.lua) never runs here.
+const ENCODINGS: Record<ReturnType<typeof kindOf>, string> = {
+  string: 'raw',
+  hash: 'hashtable',
+  set: 'hashtable',
+  zset: 'skiplist',
+  list: 'quicklist',
+  stream: 'stream',
+};
+
+/** OBJECT ENCODING key (the one OBJECT subcommand a script calls): nil for a missing key. */
+export function object(ctx: CommandContext, [sub, key]: string[]): Reply {
+  if (upper(sub) !== 'ENCODING' || key === undefined)
+    throw new CommandError(
+      `ERR unknown subcommand or wrong number of arguments for '${sub}'. Try OBJECT HELP.`,
+    );
+  const v = ctx.db.get(key);
+  return v === undefined ? null : ENCODINGS[kindOf(v)];
 }
 
 export function keys(ctx: CommandContext, [pattern]: string[]): Reply {
