@@ -15,7 +15,7 @@ local function trim(p, set, keep, age, now, window)
   if excess > trim_slack(keep) then
     old = redis.call('ZPOPMIN', set, math.min(excess, 1000)) -- member, score pairs, oldest first
   elseif age >= 0 then
-    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'WITHSCORES', 'LIMIT', 0, 100)
+    old = redis.call('ZRANGEBYSCORE', set, '-inf', string.format('%d', now - age), 'WITHSCORES', 'LIMIT', '0', '100')
   end
   if #old > 0 then
     local rows, ids, ended = {}, {}, {}

@@ -30,7 +30,7 @@ local function remember(p, pairs, now, window)
   for i = 1, #pairs, 4000 do
     redis.call('ZADD', key, unpack(pairs, i, math.min(i + 3999, #pairs)))
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', now - window))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%d', now - window))
   redis.call('PEXPIRE', key, window)
 end
 

@@ -139,7 +139,7 @@ local function remember(p, pairs, now, window)
   for i = 1, #pairs, 4000 do
     redis.call('ZADD', key, unpack(pairs, i, math.min(i + 3999, #pairs)))
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', now - window))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%d', now - window))
   redis.call('PEXPIRE', key, window)
 end
 
@@ -174,7 +174,7 @@ local function trim(p, set, keep, age, now, window)
   if excess > trim_slack(keep) then
     old = redis.call('ZPOPMIN', set, math.min(excess, 1000)) -- member, score pairs, oldest first
   elseif age >= 0 then
-    old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'WITHSCORES', 'LIMIT', 0, 100)
+    old = redis.call('ZRANGEBYSCORE', set, '-inf', string.format('%d', now - age), 'WITHSCORES', 'LIMIT', '0', '100')
   end
   if #old > 0 then
     local rows, ids, ended = {}, {}, {}

@@ -37,6 +37,26 @@ const SHEBANG_FLAGS = new Set([
 
 const PRELUDE = `
 unpack = table.unpack
+-- 5.1's '%d' prints a number as a C long (64 bits on the servers Redis runs on); fengari's
+-- integers are 32-bit, so a plain '%d' spec gets the number's whole text from '%.0f' instead.
+do
+  local format, gsub, pack, unpack_ = string.format, string.gsub, table.pack, table.unpack
+  local floor, ceil = math.floor, math.ceil
+  string.format = function(fmt, ...)
+    if not string.find(fmt, '%%[di]') then return format(fmt, ...) end
+    local args, i = pack(...), 0
+    local spec = gsub(fmt, '%%([-+ #0-9.]*)([%a%%])', function(flags, conv)
+      if conv == '%' then return nil end
+      i = i + 1
+      local v = tonumber(args[i])
+      if (conv == 'd' or conv == 'i') and flags == '' and v then
+        args[i] = format('%.0f', v < 0 and ceil(v) or floor(v))
+        return '%s'
+      end
+    end)
+    return format(spec, unpack_(args, 1, args.n))
+  end
+end
 local function readonly()
   error('Attempt to modify a readonly table', 2)
 end
