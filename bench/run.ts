@@ -1,4 +1,4 @@
-// The bench runner: `npm run bench [-- --quick | --tiny] [--only a,b] [--rounds n]`.
+// The bench runner: `npm run bench [-- --quick | --tiny | --large] [--only a,b] [--rounds n]`.
 // Starts its own redis-server on a free port, runs every selected workload against EchoMQ
 // and BullMQ alternately (FLUSHALL before each run, the order swapped every round), then
 // prints medians across rounds and the EchoMQ/BullMQ ratio as a table and as JSON lines
@@ -24,7 +24,7 @@ const WORKLOADS: Workload[] = [...BASE, ...SCALING];
 // ── command line ──────────────────────────────────────────────────────────────
 
 interface Options {
-  mode: 'full' | 'quick' | 'tiny';
+  mode: 'full' | 'large' | 'quick' | 'tiny';
   rounds: number;
   only: string[] | undefined;
   /** redis-server's --hz (its internal tick; Redis's default 10 when unset). */
@@ -35,9 +35,11 @@ interface Options {
 
 class UsageError extends Error {}
 
-const USAGE = `usage: tsx bench/run.ts [--quick | --tiny] [--only <workload,...>] [--rounds <n>] [--hz <n>] [--module]
+const USAGE = `usage: tsx bench/run.ts [--quick | --tiny | --large] [--only <workload,...>] [--rounds <n>] [--hz <n>] [--module]
   --quick   small N, 1 round (a smoke run, under two minutes)
   --tiny    very small N, 1 round (the test suite's run)
+  --large   the full N, the scale-* workloads at issue 18's sizes (1,000,000 waiting, scheduled and
+            run; 10,000 lanes x 10; 100,000 active), 1 round: long, run one with --only
   --only    workload ids or prefixes (e.g. process, ceiling, latency-500)
   --rounds  rounds per workload and library (default 3; 1 with --quick or --tiny)
   --hz      start redis-server with this --hz (default: Redis's own, 10)
@@ -52,7 +54,7 @@ function parseArgs(argv: string[]): Options {
   let module = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--quick' || a === '--tiny') mode = a === '--quick' ? 'quick' : 'tiny';
+    if (a === '--quick' || a === '--tiny' || a === '--large') mode = a.slice(2) as Options['mode'];
     else if (a === '--only') only = (argv[++i] ?? '').split(',').filter(Boolean);
     else if (a.startsWith('--only=')) only = a.slice(7).split(',').filter(Boolean);
     else if (a === '--rounds' || a.startsWith('--rounds=')) {
@@ -87,6 +89,8 @@ interface Diag {
   /** CPU every other process on the host used over wall time (other sessions, the kernel). */
   otherCpu: number;
   redisUsPerJob: number;
+  /** µs Redis spent in scripts and module commands (INFO commandstats usec) per job. */
+  scriptUsPerJob: number;
   nodeUsPerJob: number;
   /** Top-level script calls (EVALSHA/EVAL) per job. */
   scriptsPerJob: number;
@@ -114,12 +118,19 @@ function hostBusySeconds(): number {
   }
 }
 
-async function commandstats(admin: Redis): Promise<Map<string, number>> {
+/** Top-level work: scripts and the native module's commands (the calls inside them counted apart). */
+const SCRIPTED = /^(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro|emq\..*)$/;
+
+/** Calls per command since RESETSTAT, and the usec Redis spent in SCRIPTED commands. */
+async function commandstats(admin: Redis): Promise<{ calls: Map<string, number>; scriptUsec: number }> {
   const calls = new Map<string, number>();
-  for (const m of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+  let scriptUsec = 0;
+  const info = await admin.info('commandstats');
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
     if (m[1] !== 'info' && m[1] !== 'config') calls.set(m[1]!, Number(m[2]));
+    if (SCRIPTED.test(m[1]!)) scriptUsec += Number(m[3]);
   }
-  return calls;
+  return { calls, scriptUsec };
 }
 
 function makeContext(url: string, admin: Redis, sizes: Sizes, sink: { diag?: Diag }): RunContext {
@@ -139,7 +150,7 @@ function makeContext(url: string, admin: Redis, sizes: Sizes, sink: { diag?: Dia
       const c = process.cpuUsage(c0);
       const hostSec = hostBusySeconds() - h0;
       const redisSec = (await redisCpuSeconds(admin)) - r0;
-      const calls = await commandstats(admin);
+      const { calls, scriptUsec } = await commandstats(admin);
       const total = [...calls.values()].reduce((a, b) => a + b, 0);
       const scripts = (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
       const nodeSec = (c.user + c.system) / 1e6;
@@ -148,6 +159,7 @@ function makeContext(url: string, admin: Redis, sizes: Sizes, sink: { diag?: Dia
         nodeCpu: nodeSec / (ms / 1000),
         otherCpu: hostSec === 0 ? 0 : Math.max(0, hostSec - redisSec - nodeSec) / (ms / 1000),
         redisUsPerJob: (redisSec * 1e6) / jobs,
+        scriptUsPerJob: scriptUsec / jobs,
         nodeUsPerJob: (nodeSec * 1e6) / jobs,
         scriptsPerJob: scripts / jobs,
         cmdsPerJob: total / jobs,
@@ -157,7 +169,7 @@ function makeContext(url: string, admin: Redis, sizes: Sizes, sink: { diag?: Dia
           .map(([name, n]) => `${name}×${fmt(n / jobs, 2)}`)
           .join(' '),
       };
-      return { ms, value, redisUs: (redisSec * 1e6) / jobs };
+      return { ms, value, redisUs: (redisSec * 1e6) / jobs, scriptUs: scriptUsec / jobs };
     },
   };
 }
@@ -214,6 +226,7 @@ class Results {
       nodeCpu: m((d) => d.nodeCpu),
       otherCpu: m((d) => d.otherCpu),
       redisUsPerJob: m((d) => d.redisUsPerJob),
+      scriptUsPerJob: m((d) => d.scriptUsPerJob),
       nodeUsPerJob: m((d) => d.nodeUsPerJob),
       scriptsPerJob: m((d) => d.scriptsPerJob),
       cmdsPerJob: m((d) => d.cmdsPerJob),
@@ -394,6 +407,7 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
       'lib',
       '',
       'redis µs/job',
+      'script µs/job',
       'node µs/job',
       'scripts/job',
       'cmds/job',
@@ -413,6 +427,7 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
         lib,
         '',
         fmt(d.redisUsPerJob, 1),
+        fmt(d.scriptUsPerJob, 1),
         fmt(d.nodeUsPerJob, 1),
         fmt(d.scriptsPerJob, 2),
         fmt(d.cmdsPerJob, 1),
@@ -423,7 +438,8 @@ function report(results: Results, workloads: Workload[], ceilings: Ceiling[], op
   }
   if (drows.length > 1) {
     console.log(
-      '\nDiagnostics (medians): µs of CPU per job and Redis commands per job (script-internal included);' +
+      '\nDiagnostics (medians): µs of CPU per job, µs Redis spent in scripts and module commands per job' +
+        ' (INFO commandstats usec: no network I/O), and Redis commands per job (script-internal included);' +
         " of ceiling: the ceiling's Redis µs per job / the workload's (EchoMQ; 100% = as lean as the bare" +
         ' scripts; a scaling workload: its last, large case)',
     );
@@ -468,7 +484,7 @@ async function main(): Promise<number> {
   const sizes = SIZES[opts.mode];
   const workloads = WORKLOADS.filter((w) => selects(opts.only, w.id));
   const ceilings = CEILINGS.filter((c) => selects(opts.only, c.id));
-  const runTimeout = opts.mode === 'full' ? 300_000 : 120_000;
+  const runTimeout = { full: 300_000, large: 3_600_000, quick: 120_000, tiny: 120_000 }[opts.mode];
 
   const server = await RedisServer.start({
     args: [

@@ -57,22 +57,38 @@ async function process(
   return { jobsPerS: rate(n, ms), redisUs };
 }
 
-const us = (key: string): Metric => ({ key, unit: 'µs/job', better: 'lower', decimals: 1 });
+const us = (key: string, unit = 'µs/job'): Metric => ({ key, unit, better: 'lower', decimals: 1 });
 const jobsPerS = (key: string): Metric => ({ key, unit: 'jobs/s', better: 'higher', decimals: 0 });
 const ratio = (key: string): Metric => ({ key, unit: 'large/small', better: 'lower', decimals: 2 });
+
+/** The metrics of a small and a large case processed: Redis µs per job of each, growth, jobs/s. */
+const SMALL_LARGE: Metric[] = [
+  us('small_redis_us'),
+  us('large_redis_us'),
+  ratio('growth'),
+  jobsPerS('small'),
+  jobsPerS('large'),
+];
+
+type Processed = Awaited<ReturnType<typeof process>>;
+
+/** SMALL_LARGE's figures of the two cases. */
+function smallLarge(small: Processed, large: Processed): Record<string, number> {
+  return {
+    small_redis_us: small.redisUs,
+    large_redis_us: large.redisUs,
+    growth: large.redisUs / small.redisUs,
+    small: small.jobsPerS,
+    large: large.jobsPerS,
+  };
+}
 
 const backlog: Workload = {
   id: 'scale-backlog',
   title:
     'processing out of a small and a large backlog (concurrency 100, the same number processed from' +
     ' each): Redis µs per job and jobs/s of each; growth = large / small Redis µs (1.00 = flat)',
-  metrics: [
-    us('small_redis_us'),
-    us('large_redis_us'),
-    ratio('growth'),
-    jobsPerS('small'),
-    jobsPerS('large'),
-  ],
+  metrics: SMALL_LARGE,
   n: (s) => s.backlogLarge,
   ceiling: 'ceiling-claim-complete',
   async run(adapter, ctx) {
@@ -83,13 +99,7 @@ const backlog: Workload = {
       });
     const small = await measure('small', ctx.sizes.backlogSmall);
     const large = await measure('large', ctx.sizes.backlogLarge); // last: the run's diagnostics
-    return {
-      small_redis_us: small.redisUs,
-      large_redis_us: large.redisUs,
-      growth: large.redisUs / small.redisUs,
-      small: small.jobsPerS,
-      large: large.jobsPerS,
-    };
+    return smallLarge(small, large);
   },
 };
 
@@ -191,13 +201,7 @@ const promote: Workload = {
     ' among scheduledSmall and among scheduledLarge scheduled (the rest an hour away), promoted and' +
     ' processed at concurrency 100: Redis µs per due job of each (promote, claim and complete), growth' +
     ' = large / small',
-  metrics: [
-    us('small_redis_us'),
-    us('large_redis_us'),
-    ratio('growth'),
-    jobsPerS('small'),
-    jobsPerS('large'),
-  ],
+  metrics: SMALL_LARGE,
   n: (s) => s.scheduledLarge,
   async run(adapter, ctx) {
     // The same due jobs in both cases, so only the jobs not due differ (a per-run fixed cost, the
@@ -215,15 +219,61 @@ const promote: Workload = {
       });
     const small = await measure('small', ctx.sizes.scheduledSmall);
     const large = await measure('large', ctx.sizes.scheduledLarge); // last: the run's diagnostics
+    return smallLarge(small, large);
+  },
+};
+
+const LIVE_LEASE_MS = 3_600_000; // the other active jobs': live for the whole run
+
+const stalled: Workload = {
+  id: 'scale-stalled',
+  title:
+    'the stalled check among a small and a large number of active jobs (stalledSmall and stalledLarge' +
+    ' held by a silent consumer, the same 1 % of stalledLarge among them with an expired lease): Redis' +
+    ' script µs (INFO commandstats) per stalled job for the check that recovers them (BullMQ: the' +
+    ' second, an earlier one marked them), growth = large / small, and per check finding nothing' +
+    ' stalled (what every consumer pays on its timer: EchoMQ sweepStalled every beat, BullMQ' +
+    ' moveStalledJobsToWait every stalledInterval)',
+  metrics: [
+    us('small_us'),
+    us('large_us'),
+    ratio('growth'),
+    us('small_idle_us', 'µs/check'),
+    us('large_idle_us', 'µs/check'),
+  ],
+  n: (s) => s.stalledLarge,
+  async run(adapter, ctx) {
+    // The same stalled jobs in both cases, so only the live active jobs differ.
+    const stalls = Math.max(1, Math.round(ctx.sizes.stalledLarge / 100));
+    const measure = (name: string, active: number) =>
+      onQueue(adapter, ctx, name, async (session) => {
+        await bulkAdd(session, payloads(active));
+        const live = await session.hold(active - stalls, LIVE_LEASE_MS);
+        // Steady state: BullMQ's check reads what the one before it marked, so idle is the second.
+        await session.checkStalled();
+        const idle = await ctx.timed(1, () => session.checkStalled());
+        const lease = ctx.sizes.stallLeaseMs;
+        const held = await session.hold(stalls, lease);
+        const heldAt = performance.now(); // every stalled lease runs out by heldAt + lease
+        const marked = await session.checkStalled(); // BullMQ marks them; their leases are live yet
+        if (live + held !== active || idle.value + marked !== 0)
+          throw new Error(`scale-stalled: ${live + held}/${active} held, or a live lease recovered`);
+        await sleep(Math.max(0, heldAt + lease + 200 - performance.now()));
+        const sweep = await ctx.timed(stalls, () => session.checkStalled());
+        if (sweep.value !== stalls) throw new Error(`scale-stalled: ${sweep.value}/${stalls} recovered`);
+        return { perJob: sweep.scriptUs, idle: idle.scriptUs };
+      });
+    const small = await measure('small', ctx.sizes.stalledSmall);
+    const large = await measure('large', ctx.sizes.stalledLarge); // last: the run's diagnostics
     return {
-      small_redis_us: small.redisUs,
-      large_redis_us: large.redisUs,
-      growth: large.redisUs / small.redisUs,
-      small: small.jobsPerS,
-      large: large.jobsPerS,
+      small_us: small.perJob,
+      large_us: large.perJob,
+      growth: large.perJob / small.perJob,
+      small_idle_us: small.idle,
+      large_idle_us: large.idle,
     };
   },
 };
 
 /** The scaling workloads, run and printed after the others. */
-export const SCALING: Workload[] = [backlog, lanes, retention, promote];
+export const SCALING: Workload[] = [backlog, lanes, retention, promote, stalled];

@@ -39,37 +39,58 @@ export interface Sizes {
   lanesMany: number;
   /** scale-retention: jobs run through the queue (added as it goes). */
   retentionJobs: number;
-  /** scale-promote: jobs scheduled in its small and large case (1 % of each due). */
+  /** scale-promote: jobs scheduled in its small and large case (1 % of scheduledLarge due in both). */
   scheduledSmall: number;
   scheduledLarge: number;
+  /** scale-stalled: jobs active in its small and large case (1 % of stalledLarge stalled in both). */
+  stalledSmall: number;
+  stalledLarge: number;
+  /** scale-stalled: the stalled jobs' lease, ms: it must outlast their claim and one check. */
+  stallLeaseMs: number;
 }
 
-export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
-  full: {
-    add: 20_000,
-    bulk: 50_000,
-    process: 30_000,
-    processC1: 10_000,
-    latencyJobs: 5_000,
-    latencyRate: 500,
-    delayedJobs: 1_000,
-    delayMs: 1_000,
-    underLoadDelayed: 300,
-    slotsMs: 10_000,
-    memory: 10_000,
-    ceiling: 50_000,
-    // 1,000,000 waiting (issue 18) is ~0.7 GB per library and minutes of BullMQ adds per round on
-    // the shared 2-core machine: 200,000 shows the same growth (a 20x larger backlog).
-    backlogSmall: 10_000,
-    backlogLarge: 200_000,
-    backlogProcess: 10_000,
-    lanesJobs: 20_000,
-    lanesMany: 2_000,
-    retentionJobs: 100_000,
-    // 1,000,000 scheduled (issue 18) is minutes of single adds per library and round here:
-    // 200,000 against 10,000 shows the same growth (20x the schedule).
-    scheduledSmall: 10_000,
-    scheduledLarge: 200_000,
+const FULL: Sizes = {
+  add: 20_000,
+  bulk: 50_000,
+  process: 30_000,
+  processC1: 10_000,
+  latencyJobs: 5_000,
+  latencyRate: 500,
+  delayedJobs: 1_000,
+  delayMs: 1_000,
+  underLoadDelayed: 300,
+  slotsMs: 10_000,
+  memory: 10_000,
+  ceiling: 50_000,
+  // Issue 18's 1,000,000 waiting is ~0.7 GB per library and minutes of BullMQ adds per round on
+  // the shared 2-core machine: 200,000 shows the same growth (a 20x larger backlog); --large
+  // runs the issue's sizes.
+  backlogSmall: 10_000,
+  backlogLarge: 200_000,
+  backlogProcess: 10_000,
+  lanesJobs: 20_000,
+  lanesMany: 2_000,
+  retentionJobs: 100_000,
+  // 1,000,000 scheduled (issue 18, --large) is minutes of single adds per library and round
+  // here: 200,000 against 10,000 shows the same growth (20x the schedule).
+  scheduledSmall: 10_000,
+  scheduledLarge: 200_000,
+  stalledSmall: 10_000,
+  stalledLarge: 100_000,
+  stallLeaseMs: 3_000,
+};
+
+export const SIZES: Record<'full' | 'large' | 'quick' | 'tiny', Sizes> = {
+  full: FULL,
+  // --large: the scaling workloads at issue 18's sizes (minutes per library and case here).
+  large: {
+    ...FULL,
+    backlogLarge: 1_000_000,
+    lanesJobs: 100_000,
+    lanesMany: 10_000,
+    retentionJobs: 1_000_000,
+    scheduledSmall: 20_000, // the 10,000 due (1 % of 1,000,000) and 10,000 an hour away
+    scheduledLarge: 1_000_000,
   },
   quick: {
     add: 5_000,
@@ -92,6 +113,9 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     retentionJobs: 20_000,
     scheduledSmall: 2_000,
     scheduledLarge: 20_000,
+    stalledSmall: 2_000,
+    stalledLarge: 20_000,
+    stallLeaseMs: 2_000,
   },
   tiny: {
     add: 200,
@@ -114,6 +138,9 @@ export const SIZES: Record<'full' | 'quick' | 'tiny', Sizes> = {
     retentionJobs: 1_000,
     scheduledSmall: 200,
     scheduledLarge: 1_000,
+    stalledSmall: 200,
+    stalledLarge: 1_000,
+    stallLeaseMs: 1_000,
   },
 };
 
@@ -127,9 +154,14 @@ export interface RunContext {
   readonly admin: Redis;
   /**
    * Runs the measured section; the runner snapshots CPU and commandstats around it (the last
-   * section of a run is the one its diagnostics show). `redisUs`: Redis CPU µs per job in it.
+   * section of a run is the one its diagnostics show). `redisUs`: Redis CPU µs per job in it;
+   * `scriptUs`: µs Redis spent running scripts and module commands per job (INFO commandstats
+   * usec of EVALSHA, EVAL, FCALL and EMQ.*: no network I/O, less sensitive to a busy host).
    */
-  timed<T>(jobs: number, fn: () => Promise<T>): Promise<{ ms: number; value: T; redisUs: number }>;
+  timed<T>(
+    jobs: number,
+    fn: () => Promise<T>,
+  ): Promise<{ ms: number; value: T; redisUs: number; scriptUs: number }>;
 }
 
 export interface Metric {

@@ -54,6 +54,20 @@ export interface Session {
   addRecurring(kind: 'every' | 'now', id: string, everyMs: number, data: Data): Promise<void>;
   /** Removes what addRecurring made. */
   removeRecurring(kind: 'every' | 'now', id: string): Promise<void>;
+  /**
+   * Takes up to `n` waiting jobs into active under a lease (BullMQ: a lock) of `leaseMs`, without
+   * running them: work a consumer claimed and then went silent on (EchoMQ: claim by hand; BullMQ:
+   * Worker.getNextJob, 100 calls in flight, with no lock renewal). Resolves with how many it took.
+   */
+  hold(n: number, leaseMs: number): Promise<number>;
+  /**
+   * Runs the library's stalled check once, as its consumer does on its timer, and resolves with
+   * the jobs it returned to waiting. EchoMQ: sweepStalled (batch 100, the consumer's default)
+   * until a call recovers fewer than a batch; BullMQ: the Worker's moveStalledJobsToWait, with
+   * its stalled-check key cleared first (as the stalled interval passing would). BullMQ recovers
+   * only jobs an earlier check marked, so a stalled job takes two checks there.
+   */
+  checkStalled(): Promise<number>;
   /** Prepares a consumer running a no-op async handler at `concurrency`; start() starts it. */
   consume(concurrency: number, hooks: ConsumeHooks): Promise<Runner>;
   /** Closes every connection this session opened. */

@@ -27,6 +27,16 @@ export const bullmqAdapter: Adapter = {
   async open(url: string, name: string): Promise<Session> {
     const queue = new Queue<Data, void, string>(name, { connection: connection(url) });
     await queue.waitUntilReady();
+    // Workers that hold jobs (hold) or check for stalled ones (checkStalled), closed with the session.
+    const workers: Worker[] = [];
+    const idle = async (lockDuration: number) => {
+      const worker = new Worker(name, null, { connection: connection(url), autorun: false, lockDuration });
+      worker.on('error', () => {});
+      workers.push(worker);
+      await worker.waitUntilReady();
+      return worker;
+    };
+    let checker: Worker | undefined;
     return {
       async add(data) {
         await queue.add('job', data);
@@ -57,6 +67,20 @@ export const bullmqAdapter: Adapter = {
       async removeRecurring(_kind, id) {
         await queue.removeJobScheduler(id);
       },
+      async hold(n, leaseMs) {
+        const worker = await idle(leaseMs);
+        const got = await inFlight(
+          Array.from({ length: n }, (_, i) => `hold-${i}`),
+          100,
+          (token) => worker.getNextJob(token, { block: false }),
+        );
+        return got.filter((j) => j !== undefined).length;
+      },
+      async checkStalled() {
+        checker ??= await idle(30_000);
+        await (await queue.backend.client).del(queue.keys['stalled-check']!);
+        return (await checker.backend.moveStalledJobsToWait()).length;
+      },
       async consume(concurrency: number, hooks: ConsumeHooks): Promise<Runner> {
         const { onStart, onCompleted, workMs } = hooks;
         const worker = new Worker<Data, void, string>(
@@ -82,6 +106,7 @@ export const bullmqAdapter: Adapter = {
         };
       },
       async close() {
+        await Promise.allSettled(workers.map((w) => w.close()));
         await queue.close();
       },
     };

@@ -63,6 +63,24 @@ export const echomqAdapter: Adapter = {
         if (kind === 'every') await queue.schedulers.remove(id);
         else await queue.repeat.unregister(id);
       },
+      async hold(n, leaseMs) {
+        let held = 0;
+        while (held < n) {
+          const got = await queue.claim(Math.min(1000, n - held), { leaseMs });
+          if (got.length === 0) break;
+          held += got.length;
+        }
+        return held;
+      },
+      async checkStalled() {
+        let recovered = 0;
+        for (;;) {
+          // expectedMs: the bench's gaps between checks are not clock jumps.
+          const r = await queue.sweepStalled({ maxStalled: 1, batch: 100, expectedMs: 3_600_000 });
+          recovered += r.recovered.length + r.dead.length;
+          if (r.recovered.length + r.dead.length < 100) return recovered;
+        }
+      },
       async consume(concurrency: number, hooks: ConsumeHooks): Promise<Runner> {
         const { onStart, onCompleted, workMs } = hooks;
         let consumer: ReturnType<typeof queue.consume> | undefined;
