@@ -5,27 +5,20 @@
 //      as floats, Redis replies arrive as floats, math.floor and math.ceil answer floats (no
 //      32-bit integer ever overflows, and 10 / 2 .. '' is "5");
 //   2. numbers print as 5.1 prints them, C's %.14g ("3", "1e+15", "0.33333333333333");
-//   3. 5.1's `unpack` is there, Redis's `cjson` (cjson.ts), and the globals are read-only as
-//      Redis 7 makes them (reading a missing one is an error). Redis's other libraries (bit,
-//      struct, cmsgpack) are not: no protocol script uses them.
+//   3. 5.1's `unpack` is there, Redis's `redis` (redis-lib.ts) and `cjson` (cjson.ts), and the
+//      globals are read-only as Redis 7 makes them (reading a missing one is an error). Redis's
+//      other libraries (bit, struct, cmsgpack) are not: no protocol script uses them.
 // Conversions both ways follow Redis 7 (scripting docs, "Conversion between Lua and Redis data
 // types"): a Lua number becomes an integer reply truncated toward zero, false becomes nil, a
 // table stops at its first nil, {ok=…} is a status and {err=…} an error; numbers passed to
-// redis.call are written with %.17g. Error replies carry Redis's wording and its
+// redis.call are written with %.17g (redis-lib.ts). Error replies carry Redis's wording and its
 // "script: <sha>, on @user_script:<line>." suffix.
-import { createHash } from 'node:crypto';
 import { installCjson } from './cjson.js';
 import { bytes, type Fengari, fengari, formatG, type State, text } from './fengari.js';
+import { installRedis, type ScriptCall, sha1hex } from './redis-lib.js';
 import { type Reply, RespError, Status } from './resp.js';
 
-export function sha1hex(body: string): string {
-  return createHash('sha1').update(Buffer.from(body, 'latin1')).digest('hex');
-}
-
-// ── the scripting engine ─────────────────────────────────────────────────────
-
-/** Runs one Redis command for a script, with the script's database and session. */
-export type ScriptCall = (argv: string[]) => Reply;
+export type { ScriptCall } from './redis-lib.js';
 
 const SHEBANG_FLAGS = new Set([
   'no-writes',
@@ -138,7 +131,7 @@ class LuaVm {
       f.lauxlib.luaL_requiref(L, name, open, 1);
       f.lua.lua_pop(L, 1);
     }
-    this.installRedis();
+    installRedis(f, L, () => this.call);
     this.installNumbers();
     installCjson(f, L);
     for (const name of ['KEYS', 'ARGV']) {
@@ -173,24 +166,8 @@ class LuaVm {
   load(body: string): string | RespError {
     const sha = sha1hex(body);
     if (this.refs.has(sha)) return sha;
-    let source = body;
-    if (body.startsWith('#!')) {
-      const end = body.indexOf('\n');
-      const shebang = body
-        .slice(2, end < 0 ? body.length : end)
-        .trim()
-        .split(/\s+/);
-      if (shebang[0] !== 'lua') return new RespError(`ERR Could not find scripting engine '${shebang[0]}'`);
-      for (const word of shebang.slice(1)) {
-        if (!word.startsWith('flags=')) return new RespError(`ERR Unknown lua shebang option: ${word}`);
-        for (const flag of word.slice('flags='.length).split(',').filter(Boolean)) {
-          if (!SHEBANG_FLAGS.has(flag))
-            return new RespError(`ERR Unexpected flag in script shebang: ${flag}`);
-        }
-      }
-      // Redis reads the shebang itself; the line stays (blank) so line numbers match.
-      source = end < 0 ? '' : body.slice(end);
-    }
+    const source = scriptSource(body);
+    if (source instanceof RespError) return source;
     const { L, lua } = this;
     if (this.aux.luaL_loadbuffer(L, bytes(source), null, '@user_script') !== lua.LUA_OK) {
       const msg = text(lua.lua_tolstring(L, -1) ?? bytes('?'));
@@ -296,100 +273,6 @@ class LuaVm {
     return out;
   }
 
-  /** A Redis reply → the Lua value Redis pushes for it (errors as {err=…}). */
-  private push(reply: Reply): void {
-    const { L, lua } = this;
-    if (reply === null) lua.lua_pushboolean(L, false);
-    else if (typeof reply === 'string') lua.lua_pushstring(L, bytes(reply));
-    else if (typeof reply === 'number') lua.lua_pushnumber(L, reply);
-    else if (Array.isArray(reply)) {
-      lua.lua_createtable(L, reply.length, 0);
-      for (let i = 0; i < reply.length; i++) {
-        this.push(reply[i]!);
-        lua.lua_rawseti(L, -2, i + 1);
-      }
-    } else {
-      lua.lua_createtable(L, 0, 1);
-      lua.lua_pushstring(L, bytes(reply instanceof Status ? reply.text : reply.message));
-      lua.lua_setfield(L, -2, reply instanceof Status ? 'ok' : 'err');
-    }
-  }
-
-  /** The arguments of redis.call / redis.pcall, as Redis reads them. */
-  private commandArgs(L: State): string[] | RespError {
-    const { lua } = this;
-    const n = lua.lua_gettop(L);
-    if (n === 0) return new RespError('ERR Please specify at least one argument for this redis lib call');
-    const argv: string[] = [];
-    for (let i = 1; i <= n; i++) {
-      const t = lua.lua_type(L, i);
-      if (t === lua.LUA_TNUMBER) argv.push(redisNumber(lua.lua_tonumber(L, i)));
-      else if (t === lua.LUA_TSTRING) argv.push(text(lua.lua_tolstring(L, i)!));
-      else return new RespError('ERR Lua redis lib command arguments must be strings or integers');
-    }
-    return argv;
-  }
-
-  private redisCall(L: State, raise: boolean): number {
-    const argv = this.commandArgs(L);
-    let reply: Reply;
-    if (argv instanceof RespError) reply = argv;
-    else if (!this.call) reply = new RespError('ERR redis.call is only available inside a script');
-    else reply = this.call(argv);
-    this.push(reply);
-    if (raise && reply instanceof RespError) this.lua.lua_error(L);
-    return 1;
-  }
-
-  private installRedis(): void {
-    const { L, lua } = this;
-    lua.lua_createtable(L, 0, 16);
-    const fn = (name: string, f: (L: State) => number) => {
-      lua.lua_pushcfunction(L, f);
-      lua.lua_setfield(L, -2, name);
-    };
-    fn('call', (L2) => this.redisCall(L2, true));
-    fn('pcall', (L2) => this.redisCall(L2, false));
-    const wrap = (field: 'err' | 'ok') => (L2: State) => {
-      const s = this.aux.luaL_tolstring(L2, 1);
-      lua.lua_createtable(L2, 0, 1);
-      lua.lua_pushstring(L2, s);
-      lua.lua_setfield(L2, -2, field);
-      return 1;
-    };
-    fn('error_reply', wrap('err'));
-    fn('status_reply', wrap('ok'));
-    fn('sha1hex', (L2) => {
-      lua.lua_pushstring(L2, bytes(sha1hex(text(this.aux.luaL_tolstring(L2, 1)))));
-      return 1;
-    });
-    fn('log', () => 0);
-    fn('setresp', () => 0);
-    fn('set_repl', () => 0);
-    fn('replicate_commands', (L2) => {
-      lua.lua_pushboolean(L2, true);
-      return 1;
-    });
-    for (const [name, value] of [
-      ['LOG_DEBUG', 0],
-      ['LOG_VERBOSE', 1],
-      ['LOG_NOTICE', 2],
-      ['LOG_WARNING', 3],
-      ['REPL_NONE', 0],
-      ['REPL_AOF', 1],
-      ['REPL_SLAVE', 2],
-      ['REPL_REPLICA', 2],
-      ['REPL_ALL', 3],
-      ['REDIS_VERSION_NUM', 0x070000],
-    ] as const) {
-      lua.lua_pushnumber(L, value);
-      lua.lua_setfield(L, -2, name);
-    }
-    lua.lua_pushstring(L, '7.0.0');
-    lua.lua_setfield(L, -2, 'REDIS_VERSION');
-    lua.lua_setglobal(L, 'redis');
-  }
-
   /** math.floor and math.ceil answer floats, and tostring prints numbers with %.14g (see header). */
   private installNumbers(): void {
     const { L, lua, aux } = this;
@@ -415,7 +298,23 @@ class LuaVm {
   }
 }
 
-/** A number passed to redis.call, as Redis writes it: %.17g. */
-function redisNumber(n: number): string {
-  return Number.isInteger(n) && Math.abs(n) < 1e17 ? String(n) : formatG(n, 17);
+/**
+ * The Lua source of a script body: a `#!lua flags=…` line is read and checked as Redis reads it
+ * (an unknown engine, option or flag is an error reply), then left blank so line numbers match.
+ */
+function scriptSource(body: string): string | RespError {
+  if (!body.startsWith('#!')) return body;
+  const end = body.indexOf('\n');
+  const shebang = body
+    .slice(2, end < 0 ? body.length : end)
+    .trim()
+    .split(/\s+/);
+  if (shebang[0] !== 'lua') return new RespError(`ERR Could not find scripting engine '${shebang[0]}'`);
+  for (const word of shebang.slice(1)) {
+    if (!word.startsWith('flags=')) return new RespError(`ERR Unknown lua shebang option: ${word}`);
+    for (const flag of word.slice('flags='.length).split(',').filter(Boolean)) {
+      if (!SHEBANG_FLAGS.has(flag)) return new RespError(`ERR Unexpected flag in script shebang: ${flag}`);
+    }
+  }
+  return end < 0 ? '' : body.slice(end);
 }
