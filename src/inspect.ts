@@ -1,9 +1,9 @@
 // The read-only inspection API (Sidekiq's api.rb): what the CLI and the dashboard show, read
 // from a queue's keys through the wire's plain reads (wire/reads.ts, wire/read-model.ts). It
 // never writes (no script calls, so not even the protocol stamp; it imports no verb), and it
-// pages through the sorted sets, never a scan of the keyspace. Write actions (retry, cancel,
-// remove, pause ...) are the Queue's verbs; the consumer never uses this module. The shapes it
-// returns, and the pure functions that build them, are in inspect-views.ts.
+// pages through the sorted sets (inspect/job-pages.ts), never a scan of the keyspace. Write
+// actions (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this
+// module. The shapes it returns, and the pure functions that build them, are in inspect-views.ts.
 
 import { foldAttempts } from './core/attempts.js';
 import { wholeNumber } from './core/check.js';
@@ -13,6 +13,7 @@ import { isJobId } from './core/ids.js';
 import { JOB_STATES, type JobState, type QueueEvent } from './core/types.js';
 import type { EchoMQ } from './echomq.js';
 import { eventsOf } from './events/reader.js';
+import { jobsPage, TERMINAL, taggedPage, withLeases } from './inspect/job-pages.js';
 import {
   type ConsumerInfo,
   consumerInfo,
@@ -32,7 +33,6 @@ import {
   repeatSummary,
   type SchedulersResult,
   schedulerSummary,
-  TAG_SCAN_MAX,
 } from './inspect-views.js';
 import { readDependencies } from './wire/flow-reads.js';
 import { remoteParent } from './wire/keyspace.js';
@@ -57,7 +57,6 @@ export type {
 } from './inspect-views.js';
 export { STALE_BEATS, TAG_SCAN_MAX } from './inspect-views.js';
 
-const TERMINAL = new Set<JobState>(['completed', 'dead', 'cancelled']);
 const MAX_LIMIT = 1000;
 /** Consumers silent for longer are not listed. */
 const CONSUMER_WINDOW_MS = 10 * 60_000;
@@ -207,44 +206,8 @@ export class Inspector {
     } else {
       sets = await reads.setsOf(w, state);
     }
-    if (page.tag !== undefined) return this.tagged(w, state, sets, page.tag, offset, limit);
-    const sizes = await model.sizes(w, sets);
-    const total = sizes.reduce((a, b) => a + b, 0);
-    // Map the page onto the sets laid end to end; each read is one ZRANGE of a slice.
-    const ids: string[] = [];
-    let skip = offset;
-    for (const [i, set] of sets.entries()) {
-      const size = sizes[i]!;
-      if (ids.length >= limit) break;
-      if (skip >= size) {
-        skip -= size;
-        continue;
-      }
-      const stop = skip + (limit - ids.length) - 1;
-      ids.push(...(await model.slice(w, set, skip, stop, TERMINAL.has(state))));
-      skip = 0;
-    }
-    const jobs: ListedJob[] = await reads.rows(w, ids);
-    if (state === 'active') await this.withLeases(w, jobs);
-    return { total, jobs };
-  }
-
-  /** Adds each active job's lease deadline (its score in active) and whether it has passed. */
-  private async withLeases(w: QueueWire, jobs: ListedJob[]): Promise<void> {
-    if (jobs.length === 0) return;
-    const [now, deadlines] = await Promise.all([
-      this.now(),
-      model.leaseDeadlines(
-        w,
-        jobs.map((j) => j.id),
-      ),
-    ]);
-    jobs.forEach((job, i) => {
-      const deadline = deadlines[i];
-      if (deadline === null || deadline === undefined) return;
-      job.leaseUntil = deadline;
-      job.leaseExpired = deadline < now;
-    });
+    if (page.tag !== undefined) return taggedPage(w, state, sets, page.tag, offset, limit);
+    return jobsPage(w, state, sets, offset, limit);
   }
 
   /**
@@ -297,31 +260,6 @@ export class Inspector {
     return model.endedBefore(w, state, (await this.now()) - olderThanMs);
   }
 
-  /** A page of the jobs of `sets` that carry `tag`, read in order in chunks, bounded. */
-  private async tagged(
-    w: QueueWire,
-    state: JobState,
-    sets: string[],
-    tag: string,
-    offset: number,
-    limit: number,
-  ): Promise<JobsResult> {
-    if (typeof tag !== 'string' || tag.length === 0) {
-      throw new EchoMQError('EMQINPUT', 'tag must be a non-empty string');
-    }
-    const {
-      total,
-      ids: matches,
-      scanned,
-    } = await model.tagged(w, sets, tag, {
-      offset,
-      limit,
-      newestFirst: TERMINAL.has(state),
-      scanMax: TAG_SCAN_MAX,
-    });
-    return { total, jobs: await reads.rows(w, matches), partial: scanned >= TAG_SCAN_MAX };
-  }
-
   /**
    * One job with its history: its entries still in the events stream (capped by the queue's
    * eventsMaxLen), oldest first. Reads the stream newest first in chunks, back to the job's
@@ -351,7 +289,7 @@ export class Inspector {
       this.now(),
     ]);
     const listed: ListedJob = view;
-    if (view.state === 'active') await this.withLeases(w, [listed]);
+    if (view.state === 'active') await withLeases(w, [listed]);
     const { runs, partial } = foldAttempts(view, history, now, truncated);
     const detail: JobDetail = {
       ...listed,
