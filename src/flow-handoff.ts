@@ -14,15 +14,11 @@ import type { QueueWire } from './wire/queue-wire.js';
 import * as verbs from './wire/verbs/index.js';
 
 /**
- * Delivers every notice waiting in `queue` to its parent's queue (`reach` gives a queue by
- * name), `batch` per call. Resolves with how many it applied (counted or found counted before).
+ * Delivers every notice waiting in `queue` to its parent's queue (`queue.sibling`), `batch` per
+ * call. Resolves with how many it applied (counted or found counted before).
  * A notice that can never be applied (its parent's queue name is not a valid name) is dropped.
  */
-export async function deliverNotices(
-  queue: QueueWire,
-  reach: (name: string) => QueueWire,
-  batch = 100,
-): Promise<number> {
+export async function deliverNotices(queue: QueueWire, batch = 100): Promise<number> {
   let done: string[] = [];
   let delivered = 0;
   for (;;) {
@@ -33,7 +29,7 @@ export async function deliverNotices(
       const to = remoteParent(notice.parent);
       let target: QueueWire | undefined;
       try {
-        target = to && reach(to.queue);
+        target = to && queue.sibling(to.queue);
       } catch (err) {
         if (!(err instanceof EchoMQError && err.code === 'EMQINPUT')) throw err;
       }

@@ -1,36 +1,35 @@
-// The job verbs of one queue: admit (enqueue, enqueueAt, enqueueIn, enqueueMany), look up
-// (get, counts), end (cancel, remove, retry) and the sweeps (promote, reap, sweepStalled). Each verb
-// is one protocol script; the consumer and the event reader build on this module.
+// The job verbs of one queue: admit (enqueue, enqueueAt, enqueueIn, enqueueMany), look up (get,
+// counts, a flow's tree), change a job that has not started, end (cancel, remove, retry), and
+// process or watch (consume, claim, events, waitFor). The verbs about the queue as a whole (pause,
+// configure, clean, drain, obliterate and the sweeps) are in queue/upkeep.ts, which Queue extends.
+// Each method checks its input and delegates to one room function or one protocol script.
 
 import { Admissions } from './admit.js';
 import { type BatchHandler, type BatchOptions, consumeBatch } from './consumer/batch.js';
 import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
 import { type ClaimedJob, type ClaimOptions, claimJobs } from './consumer/manual.js';
 import { handlerFor, type SandboxConsumeOptions } from './consumer/sandbox/consume.js';
-import { promoteJob, type RunWhen, reprioritize, reschedule, updateData } from './control.js';
+import { type RunWhen, reprioritize, reschedule, updateData } from './control.js';
 import { wholeNumber } from './core/check.js';
 import { optionsObject } from './core/errors.js';
 import { assertJobId } from './core/ids.js';
 import type {
-  CleanOptions,
   EnqueueOptions,
   EnqueueStatus,
   Handler,
   JobState,
   JobView,
   QueueOptions,
-  QueueSettings,
   ScheduleStatus,
 } from './core/types.js';
 import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
 import { deliverNotices } from './flow-handoff.js';
 import { Lanes } from './lanes.js';
 import { type LogPage, readLogs } from './logs.js';
+import { QueueUpkeep } from './queue/upkeep.js';
 import { Repeat } from './recurring/repeat.js';
 import { JobSchedulers } from './recurring/schedulers.js';
 import { type RetryAllOptions, retryAll, retryOne } from './retry.js';
-import { configure } from './settings.js';
-import { clean, type DrainOptions, drain, type ObliterateOptions, obliterate } from './sweep.js';
 import { type Admission, encodeJob } from './wire/admission.js';
 import type { Connector } from './wire/connector.js';
 import type { Durability, Replication } from './wire/durability.js';
@@ -41,9 +40,7 @@ import * as reads from './wire/reads.js';
 import type { ScriptName } from './wire/scripts.js';
 import * as verbs from './wire/verbs/index.js';
 
-export class Queue<D = unknown, R = unknown> {
-  /** The queue as the wire sees it; the runtime rooms (consumer, events, lanes...) take this. */
-  readonly wire: QueueWire;
+export class Queue<D = unknown, R = unknown> extends QueueUpkeep {
   /** Lanes (groups): per-lane concurrency, rate limits and pause. */
   readonly lanes: Lanes;
   /** Fixed cadences swept by a pump: register, unregister, list, pump. */
@@ -53,10 +50,8 @@ export class Queue<D = unknown, R = unknown> {
   private readonly started = new Set<Consumer<D, R>>();
   private readonly admissions: Admissions;
 
-  private readonly siblings = new Map<string, QueueWire>();
-
   constructor(connector: Connector, name: string, opts: QueueOptions = {}) {
-    this.wire = new QueueWire(connector, name, queueLimits(opts));
+    super(new QueueWire(connector, name, queueLimits(opts)));
     this.admissions = new Admissions(this.wire);
     this.lanes = new Lanes(this.wire);
     this.repeat = new Repeat(this.wire);
@@ -176,18 +171,7 @@ export class Queue<D = unknown, R = unknown> {
    */
   async deliverNotices(): Promise<number> {
     this.connector.assertOpen();
-    return deliverNotices(this.wire, (name) => this.sibling(name));
-  }
-
-  /** Another queue of this connection by name, for the calls a hand-off makes on it. */
-  private sibling(name: string): QueueWire {
-    if (name === this.name) return this.wire;
-    let w = this.siblings.get(name);
-    if (!w) {
-      w = new QueueWire(this.connector, name, this.wire.limits);
-      this.siblings.set(name, w);
-    }
-    return w;
+    return deliverNotices(this.wire);
   }
 
   /** How many jobs are in each state (pending counts flat pending and every lane). */
@@ -267,55 +251,6 @@ export class Queue<D = unknown, R = unknown> {
     return retryAll(this.wire, opts);
   }
 
-  // ── flow control ────────────────────────────────────────────────────────────
-
-  /** Stops claiming across all consumers (enqueue still works; running jobs finish). */
-  async pause(): Promise<boolean> {
-    return verbs.pause(this.wire);
-  }
-
-  /** Lets consumers claim again, and wakes the parked ones. */
-  async resume(): Promise<boolean> {
-    return verbs.resume(this.wire);
-  }
-
-  async isPaused(): Promise<boolean> {
-    this.connector.assertOpen();
-    return reads.isPaused(this.wire);
-  }
-
-  /** Changes queue-wide settings (rate limit, retention, events cap, concurrency); omitted ones stay. */
-  async configure(options: QueueSettings): Promise<void> {
-    return configure(this.wire, options);
-  }
-
-  /**
-   * Deletes ended jobs of one state (rows and ids), oldest first: those that ended at least
-   * `olderThanMs` ago (server clock; default 0 = all), at most `limit` (default 1000) per call.
-   * Resolves with how many were deleted; emits `cleaned` with the state and count.
-   */
-  async clean(opts: CleanOptions): Promise<number> {
-    return clean(this.wire, opts);
-  }
-
-  /**
-   * Deletes every waiting job (pending and every lane; with `scheduled: true` the scheduled ones
-   * too) in batches, and resolves with how many. Running and ended jobs stay.
-   */
-  drain(opts?: DrainOptions): Promise<number> {
-    return drain(this.wire, opts);
-  }
-
-  /**
-   * Deletes every key of the queue in batches. Refused (EMQSTATE) while jobs are active, unless
-   * `force`. The next call on this queue starts it afresh (hello stamps the version again).
-   */
-  async obliterate(opts?: ObliterateOptions): Promise<number> {
-    const deleted = await obliterate(this.wire, opts);
-    this.wire.forgetHello();
-    return deleted;
-  }
-
   // ── processing and watching ─────────────────────────────────────────────────
 
   /**
@@ -381,63 +316,5 @@ export class Queue<D = unknown, R = unknown> {
     const timeoutMs =
       opts.timeoutMs === undefined ? undefined : wholeNumber(opts.timeoutMs, 'timeoutMs', 1, 2 ** 31 - 1);
     return waitFor<R>(this.wire, id, timeoutMs);
-  }
-
-  // ── sweeps ──────────────────────────────────────────────────────────────────
-
-  /**
-   * `promote(id)`: the scheduled job `id` runs now (EMQSTATE when it is not scheduled).
-   * `promote(batch?)`: the sweep, the same as promoteDue(batch).
-   */
-  promote(id: string): Promise<void>;
-  promote(batch?: number): Promise<number>;
-  promote(target: string | number = 100): Promise<unknown> {
-    if (typeof target === 'string') return promoteJob(this.wire, target);
-    return this.promoteDue(target);
-  }
-
-  /** Releases due scheduled jobs (server clock); returns how many due members were selected. */
-  async promoteDue(batch = 100): Promise<number> {
-    return verbs.promote(this.wire, wholeNumber(batch, 'batch', 1));
-  }
-
-  /**
-   * Like promote, and also tells the server's now and the next due instant (-1: none).
-   * `elapsedMs`: how long the caller lived since its own previous promote (a monotonic clock);
-   * the server clock running further ahead is a forward step, and the schedule moves by it.
-   */
-  async promoteNext(
-    batch = 100,
-    elapsedMs?: number,
-  ): Promise<{ count: number; now: number; nextDue: number; handoffs: number }> {
-    const n = wholeNumber(batch, 'batch', 1);
-    const elapsed = elapsedMs === undefined ? undefined : wholeNumber(Math.ceil(elapsedMs), 'elapsedMs', 0);
-    return verbs.promoteNext(this.wire, n, elapsed);
-  }
-
-  /**
-   * Returns jobs whose lease expired to pending; resolves with their ids. `expectedMs`: the
-   * longest gap the caller expects between recovery passes (default 1000): a longer one is a
-   * server pause or clock step, and leases still live before it are not recovered for it.
-   */
-  async reap(batch = 100, expectedMs?: number): Promise<string[]> {
-    const n = wholeNumber(batch, 'batch', 1);
-    return verbs.reap(
-      this.wire,
-      n,
-      expectedMs === undefined ? undefined : wholeNumber(expectedMs, 'expectedMs', 0),
-    );
-  }
-
-  /** The count-thresholded stalled check: recover expired leases, dead-letter repeat stallers. */
-  async sweepStalled(
-    options: { maxStalled?: number; batch?: number; expectedMs?: number } = {},
-  ): Promise<{ recovered: string[]; dead: string[] }> {
-    const opts = optionsObject(options, 'sweepStalled options');
-    const maxStalled = wholeNumber(opts.maxStalled ?? 1, 'maxStalled', 0);
-    const batch = wholeNumber(opts.batch ?? 100, 'batch', 1);
-    const expected =
-      opts.expectedMs === undefined ? undefined : wholeNumber(opts.expectedMs, 'expectedMs', 0);
-    return verbs.sweepStalled(this.wire, maxStalled, batch, expected);
   }
 }

@@ -8,7 +8,7 @@
 import { hostname } from 'node:os';
 import { deliverNotices } from '../flow-handoff.js';
 import { JobSchedulers } from '../recurring/schedulers.js';
-import { QueueWire } from '../wire/queue-wire.js';
+import type { QueueWire } from '../wire/queue-wire.js';
 import * as verbs from '../wire/verbs/index.js';
 import type { ConsumeSettings } from './options.js';
 import type { Wake } from './park.js';
@@ -73,19 +73,6 @@ export class Legs {
     this.recurrenceMoved = true;
   }
 
-  /** Other queues of this connection by name, for the flow hand-offs a heartbeat reports. */
-  private readonly siblings = new Map<string, QueueWire>();
-
-  private sibling(name: string): QueueWire {
-    if (name === this.queue.name) return this.queue;
-    let w = this.siblings.get(name);
-    if (!w) {
-      w = new QueueWire(this.queue.connector, name, this.queue.limits);
-      this.siblings.set(name, w);
-    }
-    return w;
-  }
-
   /** Recovery per the `recovery` option, and the heartbeat that lists this consumer in tools. */
   async recover(): Promise<void> {
     const now = performance.now();
@@ -109,7 +96,7 @@ export class Legs {
       }),
     );
     // Flow children of this queue whose parents are in other queues ended: hand them over.
-    if (notices > 0) await deliverNotices(this.queue, (name) => this.sibling(name));
+    if (notices > 0) await deliverNotices(this.queue);
     this.lastRecoverAt = now;
   }
 

@@ -33,6 +33,8 @@ export class QueueWire {
   private helloDone = false;
   /** KEYS per script for calls about no particular job: built once, not per call. */
   private readonly keyCache = new Map<string, string[]>();
+  /** Other queues of this connection, by name (see sibling). */
+  private readonly siblings = new Map<string, QueueWire>();
 
   constructor(
     readonly connector: Connector,
@@ -88,6 +90,21 @@ export class QueueWire {
   /** Takes the queue off the registry of names (obliterate deleted its keys). */
   async unlist(): Promise<void> {
     await this.connector.client.srem(QUEUES_KEY, this.name);
+  }
+
+  /**
+   * Another queue of this connection by name, with this queue's limits (this queue itself for its
+   * own name): what a flow hand-off calls on a parent's queue. Each is made once, so its hello is
+   * sent once. EMQINPUT when `name` is not a valid queue name.
+   */
+  sibling(name: string): QueueWire {
+    if (name === this.name) return this;
+    let w = this.siblings.get(name);
+    if (!w) {
+      w = new QueueWire(this.connector, name, this.limits);
+      this.siblings.set(name, w);
+    }
+    return w;
   }
 
   /** A call's `durability` option, the connection's default when absent. */
