@@ -15,28 +15,7 @@ import type { ConsumeSettings } from './options.js';
 import { type PutBack, putBack, putBackOf } from './putback.js';
 import { retryDecision } from './retry-policy.js';
 import { type Running, UnrecoverableError } from './running.js';
-
-/** What the acks ask of the beat that owns the slots. */
-export interface Slots {
-  /** The consumer claims more (it is neither closing nor paused by consumer.pause()). */
-  claiming(): boolean;
-  /** The last claim came back short (nothing claimable until a wake). */
-  short(): boolean;
-  /** Slots free now (may be negative while claims are in flight). */
-  free(): number;
-  /** Counts n slots as promised to a claim in flight; a negative n gives them back. */
-  reserve(n: number): void;
-  /** Starts the jobs a reply claimed and takes in what it saw (wake id, rate wait, schedule head). */
-  startClaimed(claimed: verbs.Claimed): void;
-  /** Takes in the schedule head from a reply that claimed nothing. */
-  learnHead(now: number, nextDue: number): void;
-  /** A slot freed while the queue is short: block on the wake stream to see new work at once. */
-  watchForWork(): void;
-  /** Checks whether the consumer is now idle or settled. */
-  settle(): void;
-  /** Claims up to the free slots. */
-  drain(): Promise<void>;
-}
+import type { Slots } from './slots.js';
 
 /** A handler that finished: the job, its encoded result, the result as returned. */
 type Ack<D> = [job: Running<D>, encoded: string, result: unknown];
@@ -53,7 +32,7 @@ export class Acks<D> {
     private readonly queue: QueueWire,
     private readonly settings: ConsumeSettings,
     private readonly leases: Leases<D>,
-    private readonly slots: Slots,
+    private readonly slots: Slots<D>,
     private readonly events: EventEmitter<ConsumerEvents>,
     /** Recorded on the rows its completions claim (SPEC 19.6), as the beat's own claims do. */
     private readonly consumerId: string,
@@ -122,10 +101,10 @@ export class Acks<D> {
     this.pending = [];
     if (acks.length === 0) return;
     const half = this.settings.ackChunk ?? Math.max(1, Math.ceil(this.settings.concurrency / 2));
-    const claiming = this.slots.claiming();
+    const claiming = this.slots.claiming;
     // Each call claims as many jobs as it acknowledges (those slots free up as it runs); the
     // first also claims the slots that are free already. Computed before any call reserves.
-    let spare = claiming ? Math.max(0, this.slots.free()) : 0;
+    let spare = claiming ? Math.max(0, this.slots.free) : 0;
     for (let i = 0; i < acks.length; i += half) {
       const part = acks.slice(i, i + half);
       this.send(part, claiming ? part.length + spare : 0).catch((err: unknown) =>
@@ -233,8 +212,8 @@ export class Acks<D> {
 
   /** A slot freed outside an ack (a failure): claim for it on the next tick, with the acks. */
   private refill(): void {
-    if (!this.slots.claiming() || this.slots.free() <= 0) return;
-    if (this.slots.short()) {
+    if (!this.slots.claiming || this.slots.free <= 0) return;
+    if (this.slots.short) {
       this.slots.watchForWork();
       return;
     }

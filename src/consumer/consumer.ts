@@ -13,25 +13,25 @@
 // off exponentially (degraded); a healthy beat resets it.
 //
 // The parts, one file each: options.ts (ConsumeOptions checked into settings), running.ts (a
-// claimed job as its handler sees it), leases.ts (the held jobs, extension, ctx calls), acks.ts
-// (outcomes: batched completions, failures, refill), park.ts (waiting on a timer or the wake
-// stream). This file keeps the beat, the slot accounting and the public surface.
+// claimed job as its handler sees it), leases.ts (the held jobs, extension, ctx calls), slots.ts
+// (the slot accounting, the claim that fills them, starting what it brought, timeouts), acks.ts
+// (outcomes: batched completions, failures, refill), legs.ts (recover, promote, recurrence),
+// park.ts (waiting on a timer or the wake stream). This file keeps the beat, pausing, closing
+// and the public surface.
 
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { EchoMQError } from '../core/errors.js';
 import type { ConsumerEvents, Handler } from '../core/types.js';
-import type { Replication } from '../wire/durability.js';
 import type { QueueWire } from '../wire/queue-wire.js';
-import * as verbs from '../wire/verbs/index.js';
-import { Acks, type Slots } from './acks.js';
-import { Deadlines } from './deadlines.js';
+import { Acks } from './acks.js';
 import { Leases } from './leases.js';
 import { Legs } from './legs.js';
-import { type ConsumeOptions, consumeSettings, type Recovery } from './options.js';
+import { type ConsumeOptions, consumeSettings, type ShownSettings, shownSettings } from './options.js';
 import { Parking } from './park.js';
-import { type Running, runningJobs } from './running.js';
+import type { Running } from './running.js';
+import { Slots } from './slots.js';
 
 export type { ConsumerEvents } from '../core/types.js';
 export type { ConsumeOptions, Recovery } from './options.js';
@@ -39,36 +39,31 @@ export { UnrecoverableError } from './running.js';
 
 const DEGRADED_CAP_MS = 5000;
 
+/**
+ * Its settings (concurrency, leaseMs, extendMs, beatMs, recovery, durability, maxStalled,
+ * promoteBatch, ttlMs, maxLogLines) are read-only properties of the consumer, declared once in
+ * options.ts (ShownSettings) and assigned in the constructor. D and R are the class's own: a
+ * merged declaration repeats them.
+ */
+// biome-ignore lint/correctness/noUnusedVariables: a merged declaration takes the class's type parameters.
+export interface Consumer<D = unknown, R = unknown> extends ShownSettings {}
+
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the constructor assigns every ShownSettings field (shownSettings).
 export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEvents> {
   /** This consumer's id in heartbeats (host:pid:random). */
   readonly id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  readonly concurrency: number;
-  readonly leaseMs: number;
-  readonly extendMs: number;
-  readonly beatMs: number;
-  readonly recovery: Recovery;
-  /** The replicas every completion waits for (consume's or connect's `durability`), if any. */
-  readonly durability: Replication | undefined;
-  readonly maxStalled: number;
-  readonly promoteBatch: number;
-  readonly ttlMs: number | undefined;
-  readonly maxLogLines: number;
   private readonly leases: Leases<D>;
   private readonly acks: Acks<D>;
   private readonly parking: Parking;
   private readonly legs: Legs;
+  private readonly slots: Slots<D>;
 
   /** Ends this consumer's registration on its connection (which closes it before itself). */
   private detach: (() => void) | undefined;
-  /** Slots promised to claims in flight, so two calls never over-claim. */
-  private reserved = 0;
-  /** The last claim came back short: nothing claimable until a wake, a due timer or the beat. */
-  private short = false;
   private closing = false;
   private closed: Promise<void> | undefined;
   private readonly startedAt = performance.now();
   private degradedStreak = 0;
-  private limitedUntil = Number.POSITIVE_INFINITY; // when a rate limit lets more be claimed
   private loopDone: Promise<void> | undefined;
   private readonly idleWaiters: (() => void)[] = [];
   /** recheck() calls so far, and how many had been made when the last full beat began. */
@@ -78,10 +73,6 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   private readonly settledWaiters: (() => void)[] = [];
   /** consumer.pause(): this consumer claims nothing until resume() (the queue is not paused). */
   private pausedHere = false;
-  /** The default execution timeout (timeoutMs) for jobs without their own, if any. */
-  private readonly timeoutMs: number | undefined;
-  /** Deadlines of the held jobs that have a timeout: one timer for all of them. */
-  private readonly deadlines = new Deadlines<Running<D>>((job) => this.timedOut(job));
 
   constructor(
     /** The queue this consumer serves (its name is what tools show). */
@@ -100,39 +91,26 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     }
     const checked = consumeSettings(options, (value, where) => queue.durabilityFor(value, where));
     const s = internal ? { ...checked, ackChunk: internal.ackChunk } : checked;
-    this.timeoutMs = s.timeoutMs;
-    ({ concurrency: this.concurrency, leaseMs: this.leaseMs, extendMs: this.extendMs } = s);
-    ({ beatMs: this.beatMs, recovery: this.recovery, durability: this.durability } = s);
-    ({ maxStalled: this.maxStalled, promoteBatch: this.promoteBatch, ttlMs: this.ttlMs } = s);
-    this.maxLogLines = s.maxLogLines;
+    Object.assign(this, shownSettings(s));
     this.leases = new Leases<D>(queue, s, this, (job) => {
-      if (job?.deadlineAt !== undefined) this.deadlines.remove(job);
+      this.slots.released(job);
       this.settle();
     });
-    const slots: Slots = {
-      claiming: () => !this.closing && !this.pausedHere,
-      short: () => this.short,
-      free: () => this.free,
-      reserve: (n) => {
-        this.reserved += n;
-      },
-      startClaimed: (claimed) => this.startClaimed(claimed),
-      learnHead: (now, nextDue) => this.learnHead(now, nextDue),
-      watchForWork: () => this.watchForWork(),
-      settle: () => this.settle(),
-      drain: () => this.drain(),
-    };
-    this.acks = new Acks<D>(queue, s, this.leases, slots, this, this.id);
     this.parking = new Parking(queue, this, () => this.closing);
     this.legs = new Legs(
       queue,
       s,
       this.id,
       () => this.leases.size,
-      () => {
-        this.short = false;
-      },
+      () => this.slots.open(),
     );
+    this.slots = new Slots<D>(queue, s, this.id, this.leases, this.parking, this.legs, this, {
+      claiming: () => !this.closing && !this.pausedHere,
+      run: (job) => this.acks.run(job, this.handler),
+      fail: (job, cause) => this.acks.fail(job, cause),
+      settle: () => this.settle(),
+    });
+    this.acks = new Acks<D>(queue, s, this.leases, this.slots, this, this.id);
     // An 'error' with no listener would crash the process; a consumer reports and carries on.
     this.on('error', () => {});
   }
@@ -152,10 +130,6 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     return this.leases.size;
   }
 
-  private get free(): number {
-    return this.concurrency - this.leases.size - this.leases.orphans - this.reserved;
-  }
-
   // ── the beat ────────────────────────────────────────────────────────────────
 
   private async loop(): Promise<void> {
@@ -170,10 +144,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
         // When a promote is due, the claim goes out with it (pipelined, one round trip): the
         // server runs it right after promote, so released jobs start without another trip.
         const promoted = this.legs.promote();
-        const claimed = this.legs.promoting ? this.drain(true) : undefined;
+        const claimed = this.legs.promoting ? this.slots.drain(true) : undefined;
         await Promise.all([promoted, claimed]); // both awaited: neither rejection goes unhandled
         await this.legs.recurring();
-        await this.drain();
+        await this.slots.drain();
         if (this.degradedStreak > 0) {
           this.degradedStreak = 0;
           this.emit('recovered');
@@ -206,25 +180,8 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     if (this.closing) return;
     this.rechecks += 1;
     this.legs.recheck();
-    this.short = false;
-    if (this.limitedUntil !== Number.POSITIVE_INFINITY) this.limitedUntil = performance.now();
+    this.slots.recheck();
     this.parking.wakeNow();
-  }
-
-  /** Claims up to the free slots; `afterPromote`: even when short (promote may release work). */
-  private async drain(afterPromote = false): Promise<void> {
-    if (this.closing || this.pausedHere) return;
-    if (!afterPromote && this.short && performance.now() < this.limitedUntil) return;
-    const n = this.free;
-    if (n <= 0) return;
-    this.reserved += n;
-    let claimed: verbs.Claimed;
-    try {
-      claimed = await verbs.claim(this.queue, n, this.leaseMs, this.id);
-    } finally {
-      this.reserved -= n;
-    }
-    this.startClaimed(claimed);
   }
 
   /** Waits for whichever comes first: new work (wake stream), the next due job, the beat, close. */
@@ -232,81 +189,18 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     if (this.closing) return;
     // A claim that was not short while slots are free stopped early (it dropped its bound of
     // ghosts, or slots freed meanwhile): claim again at once rather than wait for a beat.
-    if (!this.short && this.free > 0 && !this.pausedHere) return;
+    const { short, free } = this.slots;
+    if (!short && free > 0 && !this.pausedHere) return;
     if (this.beatRechecks !== this.rechecks) return; // a recheck came during the beat: beat again
     const untilTtl = this.ttlMs === undefined ? Number.POSITIVE_INFINITY : this.startedAt + this.ttlMs;
-    const untilDue = Math.min(this.dueAt(), untilTtl) - performance.now();
+    const untilDue = Math.min(this.slots.dueAt, untilTtl) - performance.now();
     const wait = Math.max(0, Math.min(this.legs.recoverAt - performance.now(), untilDue, this.beatMs));
     if (wait <= 0) return;
     // Paused here, new work is no reason to wake: it sleeps until resume() or the beat.
-    const woke = await this.parking.park(wait, untilDue, this.short && this.free > 0 && !this.pausedHere);
+    const woke = await this.parking.park(wait, untilDue, short && free > 0 && !this.pausedHere);
     if (!woke) return;
-    this.short = false;
+    this.slots.open();
     this.legs.woke(woke);
-  }
-
-  /** The earliest local instant the loop must act at: the schedule's head, recurrence, a rate window. */
-  private dueAt(): number {
-    return Math.min(this.legs.dueAt, this.limitedUntil);
-  }
-
-  /**
-   * Takes in the schedule's earliest run-at as a reply saw it. When the loop waits past it, it
-   * is woken, or its blocking read is ended, at that instant: a busy consumer promotes on time too.
-   */
-  private learnHead(now: number, nextDue: number): void {
-    this.legs.learnHead(now, nextDue);
-    this.parking.wakeBy(this.dueAt());
-  }
-
-  /**
-   * The queue was short and the loop sleeps because every slot was busy: now that a slot is
-   * free, move the loop to a blocking read on the wake stream so new work is seen at once.
-   */
-  private watchForWork(): void {
-    if (this.parking.state === 'sleep' && this.short && this.free > 0) this.parking.wake();
-  }
-
-  // ── running jobs ────────────────────────────────────────────────────────────
-
-  /**
-   * Starts the handlers of claimed jobs, and takes in what the claim saw: the wake id to park
-   * after, a rate limit's wait, and the schedule's head. The head was read in the same atomic
-   * call as the wake id, so a 'w s' written before that id (while this consumer was busy, or
-   * before it parked) is not lost: its instant is the head.
-   */
-  private startClaimed({ jobs, wakeId, waitMs, now, nextDue }: verbs.Claimed): void {
-    // A short reply overtaken by a wake the beat has read already is not short: that wake's
-    // work may be waiting, and only a claim sent now can see it (no other wake will come).
-    const overtaken = wakeId !== '' && !this.parking.shortHolds(wakeId);
-    this.short = wakeId !== '' && !overtaken;
-    // A rate limit holds work back: park until its window reopens (a timer, not a poll).
-    this.limitedUntil = waitMs >= 0 ? performance.now() + waitMs : Number.POSITIVE_INFINITY;
-    this.learnHead(now, nextDue);
-    for (const [i, { job, bad }] of runningJobs(this.leases, jobs).entries()) {
-      this.leases.hold(job);
-      const timeoutMs = jobs[i]!.timeoutMs ?? this.timeoutMs; // its own (SPEC 19.5), else consume's
-      if (timeoutMs !== undefined) {
-        job.timeoutMs = timeoutMs;
-        this.deadlines.add(job, timeoutMs);
-      }
-      // Bad data never stops the consumer: that job fails (dead-lettered) without a handler
-      // run, and the others of the claim start as usual (SPEC section 5.1).
-      const run = bad ? this.acks.fail(job, bad) : this.acks.run(job, this.handler);
-      run.catch((err: unknown) => this.emit('error', err));
-    }
-    if (overtaken && this.free > 0) this.drain().catch((err: unknown) => this.emit('error', err));
-  }
-
-  /**
-   * The job ran past its timeout (SPEC 8.1): abort its signal and fail the attempt now with
-   * reason timeout. Its handler may run on; whatever it returns later is not sent (and its
-   * token would be refused). A job whose outcome is on its way already is left to that.
-   */
-  private timedOut(job: Running<D>): void {
-    if (job.released || job.acking) return;
-    job.abort('timeout');
-    this.acks.fail(job, job.reason()).catch((err: unknown) => this.emit('error', err));
   }
 
   // ── pausing this consumer ───────────────────────────────────────────────────
@@ -327,7 +221,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   resume(): void {
     if (!this.pausedHere) return;
     this.pausedHere = false;
-    this.short = false;
+    this.slots.open();
     this.parking.wakeNow();
   }
 
@@ -354,12 +248,11 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
   // ── observing and closing ───────────────────────────────────────────────────
 
   private settle(): void {
-    if (this.leases.size === 0 && this.acks.size === 0 && this.reserved === 0) {
+    if (this.leases.size === 0 && this.acks.size === 0 && this.slots.reserved === 0) {
       for (const w of this.settledWaiters.splice(0)) w();
       // Work held back by a rate window is not idleness: the consumer claims it when it reopens.
-      const waiting = this.limitedUntil !== Number.POSITIVE_INFINITY;
       const rechecked = this.beatRechecks === this.rechecks;
-      if ((this.short && !waiting && rechecked) || this.closing || this.pausedHere)
+      if ((this.slots.short && !this.slots.limited && rechecked) || this.closing || this.pausedHere)
         for (const w of this.idleWaiters.splice(0)) w();
     }
   }
@@ -391,7 +284,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     this.unwatchClock?.();
     this.parking.close();
     await this.loopDone;
-    if (this.leases.size > 0 || this.acks.size > 0 || this.reserved > 0) {
+    if (this.leases.size > 0 || this.acks.size > 0 || this.slots.reserved > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         new Promise<void>((resolve) => {
@@ -407,7 +300,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
     const unfinished = this.leases.unfinished((j) => this.acks.has(j));
     if (unfinished.length > 0 && !this.queue.connector.isClosed) await this.leases.handBack(unfinished);
     this.leases.stopExtending();
-    this.deadlines.stop();
+    this.slots.stop();
     await this.leave();
     this.detach?.();
     for (const w of this.idleWaiters.splice(0)) w();

@@ -77,6 +77,26 @@ export interface ConsumeSettings {
   readonly ackChunk?: number;
 }
 
+/** The settings a consumer shows as its own read-only properties (consumer.concurrency, ...). */
+const SHOWN = [
+  'concurrency',
+  'leaseMs',
+  'extendMs',
+  'beatMs',
+  'recovery',
+  'durability',
+  'maxStalled',
+  'promoteBatch',
+  'ttlMs',
+  'maxLogLines',
+] as const;
+export type ShownSettings = Pick<ConsumeSettings, (typeof SHOWN)[number]>;
+
+/** The shown part of `s`, to be assigned onto the consumer. */
+export function shownSettings(s: ConsumeSettings): ShownSettings {
+  return Object.fromEntries(SHOWN.map((k) => [k, s[k]])) as ShownSettings;
+}
+
 /** Every ConsumeOptions field (the Record makes a new option a compile error until listed). */
 const CONSUME_OPTION_FIELDS: Record<keyof ConsumeOptions, true> = {
   concurrency: true,
