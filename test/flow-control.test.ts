@@ -1,15 +1,8 @@
-// Flow control on a real redis-server with several consumers: priorities, the queue's rate
-// limit (a sliding window: no burst at window edges), pause and resume, deduplication by key
-// (throttle, debounce, ttl, release when the kept job ends), retention, clean, drained and
-// progress. Tests observe events, rows and idle(); none sleeps to "let it run".
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from './support/harness.js';
 import {
   busiestWindow,
-  Consumers,
   completions,
   deferred,
   poll,
@@ -21,40 +14,40 @@ import {
 
 const env = useRedisServer();
 
-let raw: Redis;
-let name: string;
-let q: Queue;
-let P: string;
-const consumers = new Consumers(() => env.server.url);
+// ── helpers ─────────────────────────────────────────────────────────────────────
+/** The file's helpers over one test's queue. */
+function helpers({ q, P }: Pick<QueueTestContext, 'q' | 'P'>) {
+  /** Claims and completes one job by hand (as a consumer would), returning its id. */
+  async function runOne(result = ''): Promise<string> {
+    const [flat] = (await q.run('claim', [P, 1, 30_000])) as [(string | number)[]];
+    const [statuses] = (await q.run('complete', [P, 30_000, 0, flat[0]!, flat[1]!, result])) as [string[]];
+    expect(statuses).toEqual(['OK']);
+    return String(flat[0]);
+  }
 
-useQueue(
-  env,
-  'flow',
-  (f) => {
-    ({ raw, name, q, P } = f);
-  },
-  () => consumers.closeAll(),
-);
-
-/** Claims and completes one job by hand (as a consumer would), returning its id. */
-async function runOne(result = ''): Promise<string> {
-  const [flat] = (await q.run('claim', [P, 1, 30_000])) as [(string | number)[]];
-  const [statuses] = (await q.run('complete', [P, 30_000, 0, flat[0]!, flat[1]!, result])) as [string[]];
-  expect(statuses).toEqual(['OK']);
-  return String(flat[0]);
+  /** Claims one job and fails it for good (dead), returning its id. */
+  async function killOne(): Promise<string> {
+    const [flat] = (await q.run('claim', [P, 1, 30_000])) as [(string | number)[]];
+    expect(await q.run('fail', [P, flat[0]!, flat[1]!, 'boom', '', -1], String(flat[0]))).toBe('dead');
+    return String(flat[0]);
+  }
+  return { runOne, killOne };
 }
+type Helpers = ReturnType<typeof helpers>;
 
-/** Claims one job and fails it for good (dead), returning its id. */
-async function killOne(): Promise<string> {
-  const [flat] = (await q.run('claim', [P, 1, 30_000])) as [(string | number)[]];
-  expect(await q.run('fail', [P, flat[0]!, flat[1]!, 'boom', '', -1], String(flat[0]))).toBe('dead');
-  return String(flat[0]);
-}
+const it = queueTest(env, 'flow')
+  .extend<{ h: Helpers }>({ h: async ({ q, P }, use) => use(helpers({ q, P })) })
+  .extend<Helpers>(helperFixtures<Helpers>(['runOne', 'killOne']));
 
 // ── priorities ──────────────────────────────────────────────────────────────────
 
 describe('priorities', () => {
-  it('2 consumers start jobs without a priority first, then lower priorities first, mint order within equal', async () => {
+  it('2 consumers start jobs without a priority first, then lower priorities first, mint order within equal', async ({
+    raw,
+    q,
+    pool,
+    queueName: name,
+  }) => {
     await q.pause();
     const plan = [5, 0, 1, 5, 0, 3, 1, 0, 2, 5];
     const ids: { id: string; priority: number }[] = [];
@@ -62,8 +55,7 @@ describe('priorities', () => {
       ids.push({ id: (await q.enqueue(i, { priority })).id, priority });
     }
     const cs: Consumer[] = [];
-    for (let i = 0; i < 2; i++)
-      cs.push((await consumers.start(name, () => {}, { concurrency: 1 })) as Consumer);
+    for (let i = 0; i < 2; i++) cs.push((await pool.start(name, () => {}, { concurrency: 1 })) as Consumer);
     const done = completions(cs, plan.length);
     await q.resume();
     await within(done, 5000, 'every job');
@@ -73,12 +65,12 @@ describe('priorities', () => {
     expect(order).toEqual(expected);
   });
 
-  it('orders a lane by priority too', async () => {
+  it('orders a lane by priority too', async ({ q, pool, queueName: name }) => {
     await q.lanes.pause('g');
     const a = await q.enqueue('a', { group: 'g', priority: 2 });
     const b = await q.enqueue('b', { group: 'g' });
     const c = await q.enqueue('c', { group: 'g', priority: 1 });
-    const consumer = (await consumers.start(name, () => {}, { concurrency: 1 })) as Consumer;
+    const consumer = (await pool.start(name, () => {}, { concurrency: 1 })) as Consumer;
     const done = completions([consumer], 3);
     await q.lanes.resume('g');
     expect(await within(done, 5000, 'the lane')).toEqual([b.id, c.id, a.id]);
@@ -88,11 +80,15 @@ describe('priorities', () => {
 // ── the queue's rate limit ──────────────────────────────────────────────────────
 
 describe('queue rate limit', () => {
-  it('starts at most max jobs in any perMs window across 2 consumers, with no burst at the window edges', async () => {
+  it('starts at most max jobs in any perMs window across 2 consumers, with no burst at the window edges', async ({
+    q,
+    pool,
+    queueName: name,
+  }) => {
     await q.configure({ rateLimit: { max: 10, perMs: 250 } });
     const cs: Consumer[] = [];
     for (let i = 0; i < 2; i++) {
-      cs.push((await consumers.start(name, () => {}, { concurrency: 20, beatMs: 10_000 })) as Consumer);
+      cs.push((await pool.start(name, () => {}, { concurrency: 20, beatMs: 10_000 })) as Consumer);
     }
     const done = completions(cs, 40);
     const t0 = performance.now();
@@ -106,9 +102,13 @@ describe('queue rate limit', () => {
     expect(ms).toBeLessThan(1800);
   });
 
-  it('configure({ rateLimit: null }) lifts the limit and wakes the parked consumers', async () => {
+  it('configure({ rateLimit: null }) lifts the limit and wakes the parked consumers', async ({
+    q,
+    pool,
+    queueName: name,
+  }) => {
     await q.configure({ rateLimit: { max: 1, perMs: 60_000 } });
-    const c = (await consumers.start(name, () => {}, { concurrency: 5 })) as Consumer;
+    const c = (await pool.start(name, () => {}, { concurrency: 5 })) as Consumer;
     const first = completions([c], 1);
     await q.enqueueMany(Array.from({ length: 4 }, (_, i) => ({ data: i })));
     await within(first, 3000, 'the one job the window allows');
@@ -122,13 +122,18 @@ describe('queue rate limit', () => {
 // ── pause and resume ────────────────────────────────────────────────────────────
 
 describe('pause and resume', () => {
-  it('pauses 2 consumers: running jobs finish, enqueue still works, nothing starts until resume', async () => {
+  it('pauses 2 consumers: running jobs finish, enqueue still works, nothing starts until resume', async ({
+    raw,
+    q,
+    pool,
+    queueName: name,
+  }) => {
     const gate = deferred();
     let started = 0;
     const cs: Consumer[] = [];
     for (let i = 0; i < 2; i++) {
       cs.push(
-        (await consumers.start(
+        (await pool.start(
           name,
           async () => {
             started += 1;
@@ -172,7 +177,12 @@ describe('pause and resume', () => {
 // ── deduplication ───────────────────────────────────────────────────────────────
 
 describe('dedupe', () => {
-  it('throttle keeps the first job until it ends, answering deduplicated with its id', async () => {
+  it('throttle keeps the first job until it ends, answering deduplicated with its id', async ({
+    raw,
+    q,
+    P,
+    runOne,
+  }) => {
     const first = await q.enqueue({ n: 1 }, { dedupe: { key: 'user-7', mode: 'throttle' } });
     expect(first.status).toBe('enqueued');
     const second = await q.enqueue({ n: 2 }, { dedupe: { key: 'user-7', mode: 'throttle' } });
@@ -202,7 +212,7 @@ describe('dedupe', () => {
     expect(third.id).not.toBe(first.id);
   });
 
-  it('dedupes within one batch of enqueue calls, and the other keys are not affected', async () => {
+  it('dedupes within one batch of enqueue calls, and the other keys are not affected', async ({ q }) => {
     const results = await Promise.all([
       q.enqueue(1, { dedupe: { key: 'a', mode: 'throttle' } }),
       q.enqueue(2, { dedupe: { key: 'a', mode: 'throttle' } }),
@@ -221,7 +231,12 @@ describe('dedupe', () => {
     ]);
   });
 
-  it('with ttlMs the lock is a window: it outlives the kept job and expires on its own', async () => {
+  it('with ttlMs the lock is a window: it outlives the kept job and expires on its own', async ({
+    raw,
+    q,
+    P,
+    runOne,
+  }) => {
     const first = await q.enqueue(1, { dedupe: { key: 'k', mode: 'throttle', ttlMs: 300 } });
     expect(await raw.pttl(`${P}dedupe:k`)).toBeGreaterThan(200);
     expect(await runOne()).toBe(first.id);
@@ -241,7 +256,13 @@ describe('dedupe', () => {
     );
   });
 
-  it('debounce replaces the scheduled job data and pushes its run time; the handler sees the last data once', async () => {
+  it('debounce replaces the scheduled job data and pushes its run time; the handler sees the last data once', async ({
+    raw,
+    q,
+    P,
+    pool,
+    queueName: name,
+  }) => {
     const d = { key: 'search', mode: 'debounce' } as const;
     const first = await q.enqueueIn({ text: 'h' }, 300, { dedupe: d });
     expect(first.status).toBe('scheduled');
@@ -261,7 +282,7 @@ describe('dedupe', () => {
     expect((await q.counts()).scheduled).toBe(1);
 
     const seen: unknown[] = [];
-    const c = (await consumers.start(name, (job) => {
+    const c = (await pool.start(name, (job) => {
       seen.push(job.data);
     })) as Consumer;
     const done = completions([c], 1);
@@ -273,11 +294,17 @@ describe('dedupe', () => {
     expect((await streamEvents(raw, q, 'deduplicated')).length).toBe(2);
   });
 
-  it('a debounce of a job that already started adds a new job and moves the lock to it', async () => {
+  it('a debounce of a job that already started adds a new job and moves the lock to it', async ({
+    raw,
+    q,
+    P,
+    pool,
+    queueName: name,
+  }) => {
     const d = { key: 'sync', mode: 'debounce' } as const;
     const gate = deferred();
     const started = deferred<string>();
-    const c = (await consumers.start(name, async (job) => {
+    const c = (await pool.start(name, async (job) => {
       started.resolve(job.id);
       await gate.promise;
     })) as Consumer;
@@ -294,7 +321,11 @@ describe('dedupe', () => {
     expect((await q.get(second.id))!.data).toBe('v2');
   });
 
-  it('a debounce of a job waiting to be retried (it has started once) adds a new job', async () => {
+  it('a debounce of a job waiting to be retried (it has started once) adds a new job', async ({
+    raw,
+    q,
+    P,
+  }) => {
     const d = { key: 'retrying', mode: 'debounce' } as const;
     const first = await q.enqueue('v1', { dedupe: d });
     const [flat] = (await q.run('claim', [P, 1, 30_000])) as [(string | number)[]];
@@ -307,7 +338,11 @@ describe('dedupe', () => {
     expect(await raw.get(`${P}dedupe:retrying`)).toBe(second.id);
   });
 
-  it('a debounce without a delay replaces a pending job data in place, or releases a scheduled one now', async () => {
+  it('a debounce without a delay replaces a pending job data in place, or releases a scheduled one now', async ({
+    raw,
+    q,
+    P,
+  }) => {
     const d = { key: 'x', mode: 'debounce' } as const;
     const pending = await q.enqueue('p1', { dedupe: d });
     expect(await q.enqueue('p2', { dedupe: d })).toEqual({ id: pending.id, status: 'deduplicated' });
@@ -324,7 +359,12 @@ describe('dedupe', () => {
     expect((await streamEvents(raw, q, 'waiting')).map((x) => x.id)).toEqual([later.id]);
   });
 
-  it('releases the lock when the kept job ends dead, is cancelled or is removed', async () => {
+  it('releases the lock when the kept job ends dead, is cancelled or is removed', async ({
+    raw,
+    q,
+    P,
+    killOne,
+  }) => {
     const d = (key: string) => ({ dedupe: { key, mode: 'throttle' as const } });
     await q.enqueue('dead', d('dead'));
     await killOne();
@@ -337,14 +377,14 @@ describe('dedupe', () => {
     for (const k of ['dead', 'cancel', 'remove']) expect((await q.enqueue(k, d(k))).status).toBe('enqueued');
   });
 
-  it('does not release a lock that another job holds now', async () => {
+  it('does not release a lock that another job holds now', async ({ raw, q, P, runOne }) => {
     const first = await q.enqueue(1, { dedupe: { key: 'k', mode: 'throttle' } });
     await raw.set(`${P}dedupe:k`, 'JOBsomeoneelse');
     expect(await runOne()).toBe(first.id);
     expect(await raw.get(`${P}dedupe:k`)).toBe('JOBsomeoneelse');
   });
 
-  it('a lock without ttl whose job is gone is stale, and a new job takes it over', async () => {
+  it('a lock without ttl whose job is gone is stale, and a new job takes it over', async ({ raw, q, P }) => {
     const first = await q.enqueue(1, { dedupe: { key: 'k', mode: 'throttle' } });
     await raw.del(`${P}job:${first.id}`); // as if the row were lost
     const next = await q.enqueue(2, { dedupe: { key: 'k', mode: 'throttle' } });
@@ -352,7 +392,7 @@ describe('dedupe', () => {
     expect(await raw.get(`${P}dedupe:k`)).toBe(next.id);
   });
 
-  it('refuses malformed dedupe options before the wire', async () => {
+  it('refuses malformed dedupe options before the wire', async ({ raw, q, P }) => {
     const bad = [
       { key: '', mode: 'throttle' },
       { key: 'k', mode: 'sometimes' },
@@ -369,8 +409,14 @@ describe('dedupe', () => {
 // ── retention and clean ─────────────────────────────────────────────────────────
 
 describe('retention', () => {
-  it('keeps the newest 1,000 completed jobs by default (in batches: up to 100 more between trims), deleting the rows of older ones', async () => {
-    const c = (await consumers.start(name, () => {}, { concurrency: 50 })) as Consumer;
+  it('keeps the newest 1,000 completed jobs by default (in batches: up to 100 more between trims), deleting the rows of older ones', async ({
+    raw,
+    q,
+    P,
+    pool,
+    queueName: name,
+  }) => {
+    const c = (await pool.start(name, () => {}, { concurrency: 50 })) as Consumer;
     const done = completions([c], 1200);
     const jobs = await q.enqueueMany(Array.from({ length: 1200 }, (_, i) => ({ data: i })));
     await within(done, 10_000, '1,200 completions');
@@ -384,7 +430,13 @@ describe('retention', () => {
     for (const j of gone) expect(await q.get(j.id)).toBeNull();
   });
 
-  it('by default drops completed jobs older than a day and dead ones older than 7 days', async () => {
+  it('by default drops completed jobs older than a day and dead ones older than 7 days', async ({
+    raw,
+    q,
+    P,
+    runOne,
+    killOne,
+  }) => {
     const now = await serverNow(raw);
     const old = async (set: string, id: string, ageMs: number) => {
       await raw.hset(
@@ -414,7 +466,7 @@ describe('retention', () => {
     expect(await raw.exists(`${P}job:JOBolddead`)).toBe(0);
   });
 
-  it('configure({ retention }) sets the counts and ages kept', async () => {
+  it('configure({ retention }) sets the counts and ages kept', async ({ raw, q, P, runOne, killOne }) => {
     await q.configure({ retention: { completed: { count: 3 }, dead: { count: 1 } } });
     for (let i = 0; i < 5; i++) await q.enqueue(i);
     const done: string[] = [];
@@ -439,7 +491,12 @@ describe('retention', () => {
 });
 
 describe('clean', () => {
-  it('deletes ended jobs of one state older than olderThanMs, oldest first, at most limit, and emits cleaned', async () => {
+  it('deletes ended jobs of one state older than olderThanMs, oldest first, at most limit, and emits cleaned', async ({
+    raw,
+    q,
+    P,
+    runOne,
+  }) => {
     for (let i = 0; i < 5; i++) await q.enqueue(i);
     const done: string[] = [];
     for (let i = 0; i < 5; i++) done.push(await runOne());
@@ -456,7 +513,7 @@ describe('clean', () => {
     ]);
   });
 
-  it('cleans dead and cancelled jobs, and leaves the other states alone', async () => {
+  it('cleans dead and cancelled jobs, and leaves the other states alone', async ({ q, killOne }) => {
     await q.enqueue('dead');
     const dead = await killOne();
     const cancelled = await q.enqueue('cancel');
@@ -469,7 +526,7 @@ describe('clean', () => {
     expect((await q.get(pending.id))!.state).toBe('pending');
   });
 
-  it('drops a member whose row moved on without deleting the live row', async () => {
+  it('drops a member whose row moved on without deleting the live row', async ({ raw, q, P }) => {
     const j = await q.enqueue('live');
     await raw.zadd(`${P}dead`, 1, j.id); // a stale member
     expect(await q.clean({ state: 'dead' })).toBe(0);
@@ -477,7 +534,7 @@ describe('clean', () => {
     expect((await q.get(j.id))!.state).toBe('pending');
   });
 
-  it('refuses an unknown state or bounds', async () => {
+  it('refuses an unknown state or bounds', async ({ q }) => {
     expect((await refusal(() => q.clean({ state: 'pending' as never }))).code).toBe('EMQINPUT');
     expect((await refusal(() => q.clean({ state: 'dead', limit: 0 }))).code).toBe('EMQINPUT');
     expect((await refusal(() => q.clean({ state: 'dead', olderThanMs: -1 }))).code).toBe('EMQINPUT');
@@ -487,11 +544,15 @@ describe('clean', () => {
 // ── drained and progress ────────────────────────────────────────────────────────
 
 describe('drained', () => {
-  it('is emitted once, when 2 consumers take the last claimable job', async () => {
+  it('is emitted once, when 2 consumers take the last claimable job', async ({
+    raw,
+    q,
+    pool,
+    queueName: name,
+  }) => {
     await q.enqueueMany(Array.from({ length: 30 }, (_, i) => ({ data: i })));
     const cs: Consumer[] = [];
-    for (let i = 0; i < 2; i++)
-      cs.push((await consumers.start(name, () => {}, { concurrency: 4 })) as Consumer);
+    for (let i = 0; i < 2; i++) cs.push((await pool.start(name, () => {}, { concurrency: 4 })) as Consumer);
     // Counted on the server: the first consumer may finish jobs before the second is started.
     await poll(
       async () => (await q.counts()).completed,
@@ -507,13 +568,17 @@ describe('drained', () => {
 });
 
 describe('progress', () => {
-  it('ctx.progress stores progress on the row and emits progress events in order', async () => {
+  it('ctx.progress stores progress on the row and emits progress events in order', async ({
+    q,
+    pool,
+    queueName: name,
+  }) => {
     const events = q.events();
     await events.ready;
     const seen: string[] = [];
     events.subscribe((e) => seen.push(e.fields.progress!), 'progress');
     const step = deferred();
-    const c = (await consumers.start(name, async (_job, ctx) => {
+    const c = (await pool.start(name, async (_job, ctx) => {
       await ctx.progress(10);
       await ctx.progress({ step: 2, of: 3 });
       await step.promise;
@@ -538,7 +603,7 @@ describe('progress', () => {
     await events.close();
   });
 
-  it('refuses progress from a worker whose lease was taken over', async () => {
+  it('refuses progress from a worker whose lease was taken over', async ({ q, P }) => {
     await q.enqueue('x');
     const [flat] = (await q.run('claim', [P, 1, 30_000])) as [(string | number)[]];
     const err = await refusal(() => q.run('progress', [flat[0]!, Number(flat[1]) + 1, '5'], String(flat[0])));

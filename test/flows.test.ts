@@ -1,33 +1,10 @@
-// Flows on a real redis-server with several consumers: a parent waits (waiting_children) until
-// every child completes, then runs once and reads its children's results; flows nest; a child
-// that ends without completing fails its parent (and so on up) unless the parent continues on
-// child failure; the whole flow is admitted atomically or not at all.
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
 import type { Handler } from '../src/core/types.js';
-import type { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
-import { Consumers, poll, refusal, streamEvents, within } from './support/observe.js';
+import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from './support/harness.js';
+import { poll, refusal, streamEvents, within } from './support/observe.js';
 
 const env = useRedisServer();
-
-let mq: EchoMQ;
-let raw: Redis;
-let name: string;
-let q: Queue;
-let P: string;
-const consumers = new Consumers(() => env.server.url);
-
-useQueue(
-  env,
-  'flows',
-  (f) => {
-    ({ mq, raw, name, q, P } = f);
-  },
-  () => consumers.closeAll(),
-);
 
 type Step = { step: string; fail?: boolean };
 
@@ -38,21 +15,41 @@ const worker: Handler<Step, unknown> = async (job, ctx) => {
   return Object.keys(results).length > 0 ? { step: job.data.step, children: results } : job.data.step;
 };
 
-async function start(n: number, handler: Handler<Step, unknown> = worker): Promise<Consumer[]> {
-  const cs: Consumer[] = [];
-  for (let i = 0; i < n; i++) {
-    cs.push(
-      (await consumers.start(name, handler, {
-        concurrency: 4,
-        backoff: { kind: 'fixed', ms: 1 },
-      })) as Consumer,
-    );
+// ── helpers ─────────────────────────────────────────────────────────────────────
+
+/** The file's helpers over one test's queue. */
+function helpers({ pool, queueName }: Pick<QueueTestContext & { queueName: string }, 'pool' | 'queueName'>) {
+  /** `n` consumers of the test's queue on connections of their own (closed after the test). */
+  async function start(n: number, handler: Handler<Step, unknown> = worker): Promise<Consumer[]> {
+    const cs: Consumer[] = [];
+    for (let i = 0; i < n; i++) {
+      cs.push(
+        (await pool.start(queueName, handler, {
+          concurrency: 4,
+          backoff: { kind: 'fixed', ms: 1 },
+        })) as Consumer,
+      );
+    }
+    return cs;
   }
-  return cs;
+  return { start };
 }
+type Helpers = ReturnType<typeof helpers>;
+
+const it = queueTest(env, 'flows')
+  .extend<{ h: Helpers }>({ h: async ({ pool, queueName }, use) => use(helpers({ pool, queueName })) })
+  .extend<Helpers>(helperFixtures<Helpers>(['start']));
+
+// ── flows ───────────────────────────────────────────────────────────────────────
 
 describe('a parent and its children', () => {
-  it('admits the parent waiting_children and the children pending, and resolves the ids shaped like the flow', async () => {
+  it('admits the parent waiting_children and the children pending, and resolves the ids shaped like the flow', async ({
+    mq,
+    raw,
+    q,
+    P,
+    queueName: name,
+  }) => {
     const flow = await mq.flow({
       queue: name,
       name: 'report',
@@ -83,7 +80,13 @@ describe('a parent and its children', () => {
     ]);
   });
 
-  it('runs the parent once, after all its children complete across 3 consumers, with their results', async () => {
+  it('runs the parent once, after all its children complete across 3 consumers, with their results', async ({
+    mq,
+    raw,
+    q,
+    queueName: name,
+    start,
+  }) => {
     const children = Array.from({ length: 12 }, (_, i) => ({ queue: name, data: { step: `c${i}` } }));
     const starts: string[] = [];
     const cs = await start(3, async (job, ctx) => {
@@ -102,7 +105,12 @@ describe('a parent and its children', () => {
     expect((await q.counts()).waiting_children).toBe(0);
   });
 
-  it('passes results up a nested flow: a child parent runs after its own children', async () => {
+  it('passes results up a nested flow: a child parent runs after its own children', async ({
+    mq,
+    q,
+    queueName: name,
+    start,
+  }) => {
     await start(2);
     const flow = await mq.flow({
       queue: name,
@@ -120,7 +128,7 @@ describe('a parent and its children', () => {
     });
   });
 
-  it('a retried child counts once, when it finally completes', async () => {
+  it('a retried child counts once, when it finally completes', async ({ mq, q, queueName: name, start }) => {
     let tries = 0;
     await start(1, async (job, ctx) => {
       if (job.data.step === 'flaky' && ++tries === 1) throw new Error('first try');
@@ -138,7 +146,13 @@ describe('a parent and its children', () => {
     expect(tries).toBe(2);
   });
 
-  it('releases the parent into its lane and priority when its children are done', async () => {
+  it('releases the parent into its lane and priority when its children are done', async ({
+    mq,
+    raw,
+    q,
+    P,
+    queueName: name,
+  }) => {
     await q.lanes.configure('reports', { concurrency: 1 });
     const flow = await mq.flow({
       queue: name,
@@ -157,7 +171,13 @@ describe('a parent and its children', () => {
 });
 
 describe('a child that does not complete', () => {
-  it('fails its parent (dead, with an error naming the child) and the parent above it', async () => {
+  it('fails its parent (dead, with an error naming the child) and the parent above it', async ({
+    mq,
+    raw,
+    q,
+    queueName: name,
+    start,
+  }) => {
     const cs = await start(2);
     const flow = await mq.flow({
       queue: name,
@@ -195,7 +215,12 @@ describe('a child that does not complete', () => {
     expect((await q.get(flow.children[1]!.id))!.state).toBe('completed');
   });
 
-  it('with continueOnChildFailure the parent runs anyway, seeing only the completed children', async () => {
+  it('with continueOnChildFailure the parent runs anyway, seeing only the completed children', async ({
+    mq,
+    q,
+    queueName: name,
+    start,
+  }) => {
     await start(2);
     const flow = await mq.flow({
       queue: name,
@@ -212,7 +237,14 @@ describe('a child that does not complete', () => {
     });
   });
 
-  it("with onChildFailure 'ignore' the parent runs and reads which children failed and why", async () => {
+  it("with onChildFailure 'ignore' the parent runs and reads which children failed and why", async ({
+    mq,
+    raw,
+    q,
+    P,
+    queueName: name,
+    start,
+  }) => {
     await start(1, async (job, ctx) => {
       if (job.data.fail) throw new Error(`no ${job.data.step}`);
       if (job.data.step !== 'p') return job.data.step;
@@ -239,7 +271,7 @@ describe('a child that does not complete', () => {
     ).rejects.toMatchObject({ code: 'EMQINPUT' });
   });
 
-  it('a cancelled or removed child fails its waiting parent', async () => {
+  it('a cancelled or removed child fails its waiting parent', async ({ mq, raw, q, P, queueName: name }) => {
     const one = await mq.flow({
       queue: name,
       data: { step: 'p1' },
@@ -261,7 +293,7 @@ describe('a child that does not complete', () => {
     expect(await raw.zrange(`${P}dead`, 0, -1)).toEqual([one.id, two.id]);
   });
 
-  it('a child dead-lettered by the stalled sweep fails its parent', async () => {
+  it('a child dead-lettered by the stalled sweep fails its parent', async ({ mq, q, P, queueName: name }) => {
     const flow = await mq.flow({
       queue: name,
       data: { step: 'p' },
@@ -278,7 +310,12 @@ describe('a child that does not complete', () => {
 });
 
 describe('admission', () => {
-  it('refuses a child without a queue name, before the wire, and writes nothing', async () => {
+  it('refuses a child without a queue name, before the wire, and writes nothing', async ({
+    mq,
+    raw,
+    P,
+    queueName: name,
+  }) => {
     const err = await refusal(() =>
       mq.flow({ queue: name, data: {}, children: [{ queue: 7 as unknown as string, data: {} }] }),
     );
@@ -287,7 +324,13 @@ describe('admission', () => {
     expect(await raw.keys(`${P}job:*`)).toEqual([]);
   });
 
-  it('is atomic: a child id that exists fails the whole flow and writes nothing', async () => {
+  it('is atomic: a child id that exists fails the whole flow and writes nothing', async ({
+    mq,
+    raw,
+    q,
+    P,
+    queueName: name,
+  }) => {
     const taken = await q.enqueue({ step: 'taken' });
     const err = await refusal(() =>
       mq.flow({
@@ -304,7 +347,12 @@ describe('admission', () => {
     expect(await raw.zcard(`${P}pending`)).toBe(1);
   });
 
-  it('answers duplicate for a root id that exists, writing nothing', async () => {
+  it('answers duplicate for a root id that exists, writing nothing', async ({
+    mq,
+    raw,
+    P,
+    queueName: name,
+  }) => {
     const first = await mq.flow({
       queue: name,
       data: { step: 'p' },
@@ -322,7 +370,7 @@ describe('admission', () => {
     expect(await raw.exists(`${P}job:${again.children[0]!.id}`)).toBe(0);
   });
 
-  it('refuses dedupe on flow jobs and unknown fields', async () => {
+  it('refuses dedupe on flow jobs and unknown fields', async ({ mq, queueName: name }) => {
     expect(
       (
         await refusal(() =>
@@ -335,7 +383,12 @@ describe('admission', () => {
     );
   });
 
-  it('refuses a child that is not a flow job with EMQINPUT naming its place in the tree, writing nothing', async () => {
+  it('refuses a child that is not a flow job with EMQINPUT naming its place in the tree, writing nothing', async ({
+    mq,
+    raw,
+    P,
+    queueName: name,
+  }) => {
     const cases: [unknown, string][] = [
       [[undefined], 'the flow job at root.children[0] must be an object'],
       [[{ queue: name, data: {} }, null], 'the flow job at root.children[1] must be an object'],
@@ -353,7 +406,13 @@ describe('admission', () => {
     expect(await raw.keys(`${P}*`)).toEqual([]);
   });
 
-  it('a parent removed while waiting takes its results with it, and its children end normally', async () => {
+  it('a parent removed while waiting takes its results with it, and its children end normally', async ({
+    mq,
+    raw,
+    q,
+    P,
+    queueName: name,
+  }) => {
     const flow = await mq.flow({
       queue: name,
       data: { step: 'p' },

@@ -1,17 +1,14 @@
-// Lanes on a real redis-server with several consumers: a lane's concurrency holds across
-// consumers, the ring serves small lanes before a big one runs away, a paused lane holds its
-// jobs while the others flow, and every path that moves a grouped job (promote, reap, the
-// stalled sweep, retries, cancellation) keeps `lanes:running` and the ring consistent. A lane's
-// rate limit is checked on the rows' `started` instants (the server clock), and the limited
-// consumers park on a timer instead of polling.
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
-import type { Queue } from '../src/queue.js';
-import { redisOnly, useQueue, useRedisServer } from './support/harness.js';
+import {
+  helperFixtures,
+  type QueueTestContext,
+  queueTest,
+  redisOnly,
+  useRedisServer,
+} from './support/harness.js';
 import {
   busiestWindow,
-  Consumers,
   completions,
   deferred,
   expectRefused,
@@ -23,21 +20,6 @@ import {
 
 const env = useRedisServer();
 
-let raw: Redis;
-let name: string;
-let q: Queue;
-let P: string;
-const consumers = new Consumers(() => env.server.url);
-
-useQueue(
-  env,
-  'lanes',
-  (f) => {
-    ({ raw, name, q, P } = f);
-  },
-  () => consumers.closeAll(),
-);
-
 // ── helpers ─────────────────────────────────────────────────────────────────────
 
 interface Claimed {
@@ -45,52 +27,67 @@ interface Claimed {
   token: string;
 }
 
-/** Claims like a worker that will then crash: the jobs stay active under a lease of `leaseMs`. */
-async function claimRaw(n: number, leaseMs: number): Promise<Claimed[]> {
-  const [flat] = (await q.run('claim', [P, n, leaseMs])) as [(string | number)[]];
-  const out: Claimed[] = [];
-  for (let i = 0; i < flat.length; i += 7) out.push({ id: String(flat[i]), token: String(flat[i + 1]) });
-  return out;
-}
-
-async function completeRaw(job: Claimed): Promise<string> {
-  const [statuses] = (await q.run('complete', [P, 30_000, 0, job.id, job.token, ''])) as [string[]];
-  return statuses[0]!;
-}
-
-async function running(): Promise<Record<string, string>> {
-  return raw.hgetall(`${P}lanes:running`);
-}
-
-/**
- * The invariant every path must keep: a group's running count equals its active jobs, and
- * every group with claimable jobs and a free slot is on the ring or waiting out a rate window.
- */
-async function expectLanesConsistent(): Promise<void> {
-  const active = await raw.zrange(`${P}active`, 0, -1);
-  const byGroup: Record<string, string> = {};
-  for (const id of active) {
-    const g = await raw.hget(`${P}job:${id}`, 'group');
-    if (g) byGroup[g] = String(Number(byGroup[g] ?? 0) + 1);
+/** The file's helpers over one test's queue. */
+function helpers({ raw, q, P }: Pick<QueueTestContext, 'raw' | 'q' | 'P'>) {
+  /** Claims like a worker that will then crash: the jobs stay active under a lease of `leaseMs`. */
+  async function claimRaw(n: number, leaseMs: number): Promise<Claimed[]> {
+    const [flat] = (await q.run('claim', [P, n, leaseMs])) as [(string | number)[]];
+    const out: Claimed[] = [];
+    for (let i = 0; i < flat.length; i += 7) out.push({ id: String(flat[i]), token: String(flat[i + 1]) });
+    return out;
   }
-  expect(await running()).toEqual(byGroup);
-  const ring = new Set(await raw.zrange(`${P}ring`, 0, -1));
-  const limited = new Set(await raw.zrange(`${P}lanes:limited`, 0, -1));
-  const paused = new Set(await raw.smembers(`${P}lanes:paused`));
-  for (const lane of await q.lanes.list()) {
-    const free = lane.concurrency === 0 || lane.running < lane.concurrency;
-    if (lane.pending > 0 && free && !lane.paused) {
-      expect(ring.has(lane.group) || limited.has(lane.group), `lane ${lane.group} is servable`).toBe(true);
+
+  async function completeRaw(job: Claimed): Promise<string> {
+    const [statuses] = (await q.run('complete', [P, 30_000, 0, job.id, job.token, ''])) as [string[]];
+    return statuses[0]!;
+  }
+
+  async function running(): Promise<Record<string, string>> {
+    return raw.hgetall(`${P}lanes:running`);
+  }
+
+  /**
+   * The invariant every path must keep: a group's running count equals its active jobs, and
+   * every group with claimable jobs and a free slot is on the ring or waiting out a rate window.
+   */
+  async function expectLanesConsistent(): Promise<void> {
+    const active = await raw.zrange(`${P}active`, 0, -1);
+    const byGroup: Record<string, string> = {};
+    for (const id of active) {
+      const g = await raw.hget(`${P}job:${id}`, 'group');
+      if (g) byGroup[g] = String(Number(byGroup[g] ?? 0) + 1);
     }
-    if (lane.paused) expect(ring.has(lane.group), `paused lane ${lane.group} is off the ring`).toBe(false);
-    expect(paused.has(lane.group)).toBe(lane.paused);
+    expect(await running()).toEqual(byGroup);
+    const ring = new Set(await raw.zrange(`${P}ring`, 0, -1));
+    const limited = new Set(await raw.zrange(`${P}lanes:limited`, 0, -1));
+    const paused = new Set(await raw.smembers(`${P}lanes:paused`));
+    for (const lane of await q.lanes.list()) {
+      const free = lane.concurrency === 0 || lane.running < lane.concurrency;
+      if (lane.pending > 0 && free && !lane.paused) {
+        expect(ring.has(lane.group) || limited.has(lane.group), `lane ${lane.group} is servable`).toBe(true);
+      }
+      if (lane.paused) expect(ring.has(lane.group), `paused lane ${lane.group} is off the ring`).toBe(false);
+      expect(paused.has(lane.group)).toBe(lane.paused);
+    }
   }
+  return { claimRaw, completeRaw, running, expectLanesConsistent };
 }
+type Helpers = ReturnType<typeof helpers>;
+
+const it = queueTest(env, 'lanes')
+  .extend<{ h: Helpers }>({ h: async ({ raw, q, P }, use) => use(helpers({ raw, q, P })) })
+  .extend<Helpers>(helperFixtures<Helpers>(['claimRaw', 'completeRaw', 'running', 'expectLanesConsistent']));
 
 // ── concurrency across consumers ────────────────────────────────────────────────
 
 describe('lane concurrency', () => {
-  it('never runs more jobs of a group than its concurrency across 3 consumers, and reaches it', async () => {
+  it('never runs more jobs of a group than its concurrency across 3 consumers, and reaches it', async ({
+    q,
+    pool,
+    queueName: name,
+    running,
+    expectLanesConsistent,
+  }) => {
     await q.lanes.configure('two', { concurrency: 2 });
     await q.lanes.configureDefault({ concurrency: 3 });
     const now: Record<string, number> = {};
@@ -103,8 +100,7 @@ describe('lane concurrency', () => {
       now[g]! -= 1;
     };
     const cs: Consumer[] = [];
-    for (let i = 0; i < 3; i++)
-      cs.push((await consumers.start(name, handler, { concurrency: 8 })) as Consumer);
+    for (let i = 0; i < 3; i++) cs.push((await pool.start(name, handler, { concurrency: 8 })) as Consumer);
     const done = completions(cs, 150);
     await q.enqueueMany(
       Array.from({ length: 150 }, (_, i) => {
@@ -121,46 +117,55 @@ describe('lane concurrency', () => {
 
   redisOnly(
     "a 10,000-job volume test: admitting them takes the memory engine's JavaScript Lua ~10x longer than Redis; lane order is proven on memory by the tests around it",
-  )('serves 50 small groups before a group of 10,000 has run 100 jobs', async () => {
-    await q.enqueueMany(Array.from({ length: 10_000 }, (_, i) => ({ data: i, opts: { group: 'big' } })));
-    const small: { data: number; opts: { group: string } }[] = [];
-    for (let g = 0; g < 50; g++)
-      for (let i = 0; i < 10; i++) small.push({ data: i, opts: { group: `s${g}` } });
-    await q.enqueueMany(small);
+    it,
+  )(
+    'serves 50 small groups before a group of 10,000 has run 100 jobs',
+    async ({ raw, q, P, pool, queueName: name }) => {
+      await q.enqueueMany(Array.from({ length: 10_000 }, (_, i) => ({ data: i, opts: { group: 'big' } })));
+      const small: { data: number; opts: { group: string } }[] = [];
+      for (let g = 0; g < 50; g++)
+        for (let i = 0; i < 10; i++) small.push({ data: i, opts: { group: `s${g}` } });
+      await q.enqueueMany(small);
 
-    const starts: string[] = []; // the group of each job, in start order
-    const handler = async (job: { id: string }, _ctx: unknown) => {
-      starts.push((await raw.hget(`${P}job:${job.id}`, 'group'))!);
-    };
-    const cs: Consumer[] = [];
-    for (let i = 0; i < 3; i++)
-      cs.push((await consumers.start(name, handler, { concurrency: 10 })) as Consumer);
-    await poll(
-      async () => starts.filter((g) => g !== 'big').length,
-      (n) => n === 500,
-      'the 500 small jobs to start',
-      15_000,
-    );
-    const bigBefore = (group: string) =>
-      starts.slice(0, starts.indexOf(group)).filter((g) => g === 'big').length;
-    for (let g = 0; g < 50; g++) expect(bigBefore(`s${g}`)).toBeLessThan(100);
-    // Round-robin: every small job (10 turns of the ring) starts before big's 100th job.
-    const lastSmall = starts.length - 1 - [...starts].reverse().findIndex((g) => g !== 'big');
-    expect(starts.slice(0, lastSmall).filter((g) => g === 'big').length).toBeLessThan(100);
-  });
+      const starts: string[] = []; // the group of each job, in start order
+      const handler = async (job: { id: string }, _ctx: unknown) => {
+        starts.push((await raw.hget(`${P}job:${job.id}`, 'group'))!);
+      };
+      const cs: Consumer[] = [];
+      for (let i = 0; i < 3; i++) cs.push((await pool.start(name, handler, { concurrency: 10 })) as Consumer);
+      await poll(
+        async () => starts.filter((g) => g !== 'big').length,
+        (n) => n === 500,
+        'the 500 small jobs to start',
+        15_000,
+      );
+      const bigBefore = (group: string) =>
+        starts.slice(0, starts.indexOf(group)).filter((g) => g === 'big').length;
+      for (let g = 0; g < 50; g++) expect(bigBefore(`s${g}`)).toBeLessThan(100);
+      // Round-robin: every small job (10 turns of the ring) starts before big's 100th job.
+      const lastSmall = starts.length - 1 - [...starts].reverse().findIndex((g) => g !== 'big');
+      expect(starts.slice(0, lastSmall).filter((g) => g === 'big').length).toBeLessThan(100);
+    },
+  );
 });
 
 // ── pause ───────────────────────────────────────────────────────────────────────
 
 describe('lane pause', () => {
-  it('a paused lane holds its jobs while the other lanes and flat jobs flow, and runs them on resume', async () => {
+  it('a paused lane holds its jobs while the other lanes and flat jobs flow, and runs them on resume', async ({
+    raw,
+    q,
+    pool,
+    queueName: name,
+    expectLanesConsistent,
+  }) => {
     expect(await q.lanes.pause('held')).toBe(true);
     expect(await q.lanes.pause('held')).toBe(false);
     const ran: string[] = [];
     const cs: Consumer[] = [];
     for (let i = 0; i < 2; i++) {
       cs.push(
-        (await consumers.start(
+        (await pool.start(
           name,
           (job: { data: string }) => {
             ran.push(job.data);
@@ -196,11 +201,17 @@ describe('lane pause', () => {
 // ── the paths that move grouped jobs ────────────────────────────────────────────
 
 describe('lanes stay consistent', () => {
-  it('promote releases due grouped jobs into their lane, within its concurrency', async () => {
+  it('promote releases due grouped jobs into their lane, within its concurrency', async ({
+    q,
+    pool,
+    queueName: name,
+    running,
+    expectLanesConsistent,
+  }) => {
     await q.lanes.configure('g', { concurrency: 1 });
     let now = 0;
     let max = 0;
-    const c = await consumers.start(
+    const c = await pool.start(
       name,
       async () => {
         now += 1;
@@ -218,7 +229,15 @@ describe('lanes stay consistent', () => {
     await expectLanesConsistent();
   });
 
-  it('reap returns an expired grouped job to its lane and releases its slot exactly once', async () => {
+  it('reap returns an expired grouped job to its lane and releases its slot exactly once', async ({
+    raw,
+    q,
+    P,
+    claimRaw,
+    completeRaw,
+    running,
+    expectLanesConsistent,
+  }) => {
     await q.lanes.configure('g', { concurrency: 1 });
     await q.enqueue('a', { group: 'g' });
     await q.enqueue('b', { group: 'g' });
@@ -249,7 +268,14 @@ describe('lanes stay consistent', () => {
     expect((await q.get(crashed!.id))!.stalled).toBe(1);
   });
 
-  it('the stalled sweep dead-letters a grouped job once and frees its slot once', async () => {
+  it('the stalled sweep dead-letters a grouped job once and frees its slot once', async ({
+    raw,
+    q,
+    P,
+    claimRaw,
+    running,
+    expectLanesConsistent,
+  }) => {
     await q.lanes.configure('g', { concurrency: 1 });
     await q.enqueue('a', { group: 'g' });
     await q.enqueue('b', { group: 'g' });
@@ -272,7 +298,13 @@ describe('lanes stay consistent', () => {
     await expectLanesConsistent();
   });
 
-  it('a retried grouped job goes back to its lane, and the lane keeps its concurrency', async () => {
+  it('a retried grouped job goes back to its lane, and the lane keeps its concurrency', async ({
+    q,
+    pool,
+    queueName: name,
+    running,
+    expectLanesConsistent,
+  }) => {
     await q.lanes.configure('g', { concurrency: 1 });
     let now = 0;
     let max = 0;
@@ -280,7 +312,7 @@ describe('lanes stay consistent', () => {
     const cs: Consumer[] = [];
     for (let i = 0; i < 2; i++) {
       cs.push(
-        (await consumers.start(
+        (await pool.start(
           name,
           async (job: { data: number }) => {
             now += 1;
@@ -304,11 +336,19 @@ describe('lanes stay consistent', () => {
     await expectLanesConsistent();
   });
 
-  it('cancelling a waiting or running grouped job frees its place, and the lane carries on', async () => {
+  it('cancelling a waiting or running grouped job frees its place, and the lane carries on', async ({
+    raw,
+    q,
+    P,
+    pool,
+    queueName: name,
+    running,
+    expectLanesConsistent,
+  }) => {
     await q.lanes.configure('g', { concurrency: 1 });
     const gate = deferred();
     const started = deferred<string>();
-    const c = await consumers.start(
+    const c = await pool.start(
       name,
       async (job: { id: string; data: string }, ctx) => {
         if (job.data === 'long') {
@@ -343,11 +383,15 @@ function expectRefusedLease(call: () => Promise<unknown>): Promise<void> {
 // ── rate limits ─────────────────────────────────────────────────────────────────
 
 describe('lane rate limit', () => {
-  it('starts at most max jobs of the lane in any perMs window (server clock), other lanes unhindered', async () => {
+  it('starts at most max jobs of the lane in any perMs window (server clock), other lanes unhindered', async ({
+    q,
+    pool,
+    queueName: name,
+    expectLanesConsistent,
+  }) => {
     await q.lanes.configure('api', { rateLimit: { max: 5, perMs: 200 } });
     const cs: Consumer[] = [];
-    for (let i = 0; i < 2; i++)
-      cs.push((await consumers.start(name, () => {}, { concurrency: 10 })) as Consumer);
+    for (let i = 0; i < 2; i++) cs.push((await pool.start(name, () => {}, { concurrency: 10 })) as Consumer);
     const done = completions(cs, 30);
     const api = await q.enqueueMany(
       Array.from({ length: 20 }, (_, i) => ({ data: i, opts: { group: 'api' } })),
@@ -370,12 +414,16 @@ describe('lane rate limit', () => {
     await expectLanesConsistent();
   });
 
-  it('the consumers of a rate-limited lane park on a timer until the window reopens instead of polling', async () => {
+  it('the consumers of a rate-limited lane park on a timer until the window reopens instead of polling', async ({
+    q,
+    pool,
+    queueName: name,
+  }) => {
     await q.lanes.configure('api', { rateLimit: { max: 2, perMs: 250 } });
     const calls: string[] = [];
     const cs: Consumer[] = [];
     for (let i = 0; i < 2; i++) {
-      const c = (await consumers.start(name, () => {}, { concurrency: 10, beatMs: 10_000 })) as Consumer;
+      const c = (await pool.start(name, () => {}, { concurrency: 10, beatMs: 10_000 })) as Consumer;
       c.queue.connector.observe((verb) => calls.push(verb));
       cs.push(c);
     }
@@ -400,10 +448,15 @@ describe('lane rate limit', () => {
 // ── drained ─────────────────────────────────────────────────────────────────────
 
 describe('drained with lanes', () => {
-  it('is emitted once, after the last job of a lane held back by its concurrency is taken', async () => {
+  it('is emitted once, after the last job of a lane held back by its concurrency is taken', async ({
+    raw,
+    q,
+    pool,
+    queueName: name,
+  }) => {
     await q.lanes.configure('one', { concurrency: 1 });
     await q.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ data: i, opts: { group: 'one' } })));
-    const c = (await consumers.start(name, () => {}, { concurrency: 5 })) as Consumer;
+    const c = (await pool.start(name, () => {}, { concurrency: 5 })) as Consumer;
     await within(completions([c], 5), 5000, '5 completions');
     const all = await streamEvents(raw, q);
     expect(all.filter((e) => e.event === 'drained')).toHaveLength(1);
@@ -414,7 +467,9 @@ describe('drained with lanes', () => {
 });
 
 describe('lane settings', () => {
-  it('concurrency null removes the lane’s own setting (the default applies again); unknown settings are refused', async () => {
+  it('concurrency null removes the lane’s own setting (the default applies again); unknown settings are refused', async ({
+    q,
+  }) => {
     await q.lanes.configureDefault({ concurrency: 4 });
     await q.enqueue({}, { group: 'own' });
     await q.lanes.configure('own', { concurrency: 1, rateLimit: { max: 2, perMs: 1000 } });

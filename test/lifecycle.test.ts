@@ -5,31 +5,16 @@
 // refused at the call.
 import { createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer/consumer.js';
+import { afterEach, describe, expect } from 'vitest';
 import { EchoMQError } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
-import { type QueueFixture, useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 import { freePort } from './support/redis-server.js';
 import { runProcess } from './support/run-process.js';
 import { poll } from './support/wait.js';
 
 const env = useRedisServer();
-let mq: EchoMQ;
-let q: Queue;
-let raw: QueueFixture['raw'];
-const consumers: Consumer[] = [];
-useQueue(
-  env,
-  'life',
-  (f) => {
-    ({ mq, q, raw } = f);
-  },
-  async () => {
-    await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 100 })));
-  },
-);
+const it = queueTest(env, 'life');
 
 async function refusal(p: Promise<unknown>): Promise<EchoMQError> {
   const err = await p.then(
@@ -41,7 +26,11 @@ async function refusal(p: Promise<unknown>): Promise<EchoMQError> {
 }
 
 describe('mq.close() with consumers open', () => {
-  it('closes them first: a running job is handed back (pending, no attempt spent), nothing retries after', async () => {
+  it('closes them first: a running job is handed back (pending, no attempt spent), nothing retries after', async ({
+    mq,
+    q,
+    raw,
+  }) => {
     let started!: () => void;
     const running = new Promise<void>((r) => {
       started = r;
@@ -68,7 +57,9 @@ describe('mq.close() with consumers open', () => {
     expect(errors).toEqual([]);
   });
 
-  it('a process that closes the connection but not its consumer (nor awaits it) exits by itself', async () => {
+  it('a process that closes the connection but not its consumer (nor awaits it) exits by itself', async ({
+    q,
+  }) => {
     const program = `
       import { EchoMQ } from './src/index.ts';
       const mq = await EchoMQ.connect({ url: process.env.URL });
@@ -97,7 +88,7 @@ describe('mq.close() with consumers open', () => {
     expect(out).toEqual({ state: 'completed', errors: 0 });
   });
 
-  it('calls after close() say what happened and what to do', async () => {
+  it('calls after close() say what happened and what to do', async ({ mq, q }) => {
     await mq.close();
     const err = await refusal(q.enqueue({}));
     expect(err.code).toBe('EMQCLOSED');
@@ -106,7 +97,9 @@ describe('mq.close() with consumers open', () => {
 });
 
 describe('acknowledgements that cannot be stored', () => {
-  it('are retried on one timer: calls grow linearly while the connection is down, and all land after', async () => {
+  it('are retried on one timer: calls grow linearly while the connection is down, and all land after', async ({
+    q,
+  }) => {
     // A connection of the test's own that fails calls at once while down (no offline queue):
     // the failures come back within a tick, which is what made retry timers multiply.
     const client = new Redis(env.server.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
@@ -215,7 +208,11 @@ describe('a Redis that does not answer', () => {
 });
 
 describe('consume() arguments', () => {
-  it('unknown options are refused for consume() and mq.queue(), naming the known ones', () => {
+  it('unknown options are refused for consume() and mq.queue(), naming the known ones', ({
+    mq,
+    q,
+    consumers,
+  }) => {
     const refused = (call: () => unknown): string => {
       try {
         call();
@@ -234,7 +231,7 @@ describe('consume() arguments', () => {
     expect(consumers).toHaveLength(0);
   });
 
-  it('a handler that is not a function is refused at the call', () => {
+  it('a handler that is not a function is refused at the call', ({ q, consumers }) => {
     for (const bad of [undefined, null, 'send-email', { run() {} }]) {
       let err: unknown;
       try {
@@ -249,7 +246,10 @@ describe('consume() arguments', () => {
     expect(consumers).toHaveLength(0);
   });
 
-  it('a handler that throws a non-Error keeps what was thrown: a string as it is, an object as JSON (bounded)', async () => {
+  it('a handler that throws a non-Error keeps what was thrown: a string as it is, an object as JSON (bounded)', async ({
+    q,
+    consumers,
+  }) => {
     const thrown: unknown[] = ['plain text', { code: 'E42', retryable: false }, { big: 'x'.repeat(5000) }];
     const c = q.consume(
       async (job) => {

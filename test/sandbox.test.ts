@@ -2,45 +2,44 @@
 // processes of a pool, on a real redis-server with several consumers. The handlers live in
 // test/support/handlers; the CPU-spin and crash cases run in the sandboxes, never in this process.
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import type { Consumer } from '../src/consumer/consumer.js';
+import { describe, expect } from 'vitest';
 import type { SandboxKind } from '../src/consumer/sandbox/pool.js';
 import { EchoMQError } from '../src/core/errors.js';
-import type { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
-import { useQueue, useRedisServer } from './support/harness.js';
+import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from './support/harness.js';
 import { deferred } from './support/wait.js';
 
 const env = useRedisServer();
 const HANDLERS = join(import.meta.dirname, 'support', 'handlers');
 const handler = (name: string) => join(HANDLERS, name);
 
-let mq: EchoMQ;
-let q: Queue<unknown, unknown>;
-const consumers: Consumer<unknown, unknown>[] = [];
-
-useQueue(
-  env,
-  'sandbox',
-  (f) => {
-    ({ mq, q } = f);
-  },
-  async () => {
-    await Promise.all(consumers.splice(0).map((c) => c.close({ timeoutMs: 0 })));
-  },
-);
-
-function consume(file: string, kind: SandboxKind, opts: Parameters<Queue['consume']>[1] = {}) {
-  const c = q.consume(handler(file), { sandbox: kind, concurrency: 2, ...opts });
-  consumers.push(c);
-  return c;
+// ── helpers ─────────────────────────────────────────────────────────────────────
+/** The file's helpers over one test's queue. */
+function helpers({ q, consumers }: Pick<QueueTestContext<unknown, unknown>, 'q' | 'consumers'>) {
+  /** Starts a consumer running `file` in `kind` sandboxes; it is closed after the test. */
+  function consume(file: string, kind: SandboxKind, opts: Parameters<Queue['consume']>[1] = {}) {
+    const c = q.consume(handler(file), { sandbox: kind, concurrency: 2, ...opts });
+    consumers.push(c);
+    return c;
+  }
+  return { consume };
 }
+type Helpers = ReturnType<typeof helpers>;
+
+const it = queueTest<unknown, unknown>(env, 'sandbox')
+  .extend<{ h: Helpers }>({ h: async ({ q, consumers }, use) => use(helpers({ q, consumers })) })
+  .extend<Helpers>(helperFixtures<Helpers>(['consume']));
+
+// ── sandboxes ───────────────────────────────────────────────────────────────────
 
 const KINDS: SandboxKind[] = ['thread', 'process'];
 
 describe('a handler file in sandboxes', () => {
   for (const kind of KINDS) {
-    it(`${kind}: runs the jobs of two consumers, each once, with progress and log lines crossing over`, async () => {
+    it(`${kind}: runs the jobs of two consumers, each once, with progress and log lines crossing over`, async ({
+      q,
+      consume,
+    }) => {
       const completed: string[] = [];
       for (let i = 0; i < 2; i++) consume('echo.mjs', kind).on('completed', (job) => completed.push(job.id));
       const ids: string[] = [];
@@ -63,7 +62,10 @@ describe('a handler file in sandboxes', () => {
       expect((await q.logs(ids[0]!)).logs).toEqual(['doubling 1']);
     });
 
-    it(`${kind}: a handler spinning the CPU for 3x the lease keeps its lease and completes once`, async () => {
+    it(`${kind}: a handler spinning the CPU for 3x the lease keeps its lease and completes once`, async ({
+      q,
+      consume,
+    }) => {
       const leaseMs = 1500;
       const lost: string[] = [];
       let completions = 0;
@@ -84,7 +86,10 @@ describe('a handler file in sandboxes', () => {
       expect(completions).toBe(1);
     });
 
-    it(`${kind}: process.exit in the handler fails that attempt with the exit code, and the retry runs`, async () => {
+    it(`${kind}: process.exit in the handler fails that attempt with the exit code, and the retry runs`, async ({
+      q,
+      consume,
+    }) => {
       const failures: string[] = [];
       for (let i = 0; i < 2; i++) {
         consume('exit.mjs', kind).on('failed', (_job, err, outcome) =>
@@ -97,7 +102,7 @@ describe('a handler file in sandboxes', () => {
       expect(failures[0]).toMatch(/^retry: EMQSANDBOX: the sandbox (thread|process \d+) exited with code 3/);
     });
 
-    it(`${kind}: a cancel aborts the signal inside the sandbox`, async () => {
+    it(`${kind}: a cancel aborts the signal inside the sandbox`, async ({ q, consume }) => {
       const outcome = deferred<string>();
       consume('until-aborted.mjs', kind, { leaseMs: 1500 }).on('failed', (_job, err, how) =>
         outcome.resolve(`${how} ${err.message}`),
@@ -113,7 +118,10 @@ describe('a handler file in sandboxes', () => {
       expect((await q.get(id))?.state).toBe('cancelled');
     });
 
-    it(`${kind}: an UnrecoverableError thrown in the sandbox dead-letters the job at once`, async () => {
+    it(`${kind}: an UnrecoverableError thrown in the sandbox dead-letters the job at once`, async ({
+      q,
+      consume,
+    }) => {
       const outcome = deferred<string>();
       consume('unrecoverable.mjs', kind).on('failed', (_job, _err, how) => outcome.resolve(how));
       const { id } = await q.enqueue(null, { attempts: 5 });
@@ -121,14 +129,20 @@ describe('a handler file in sandboxes', () => {
       expect((await q.get(id))?.attempts).toBe(1);
     });
 
-    it(`${kind}: a TypeScript handler file runs with execArgv ['--import', 'tsx']`, async () => {
+    it(`${kind}: a TypeScript handler file runs with execArgv ['--import', 'tsx']`, async ({
+      q,
+      consume,
+    }) => {
       consume('typed.ts', kind, { sandboxOptions: { execArgv: ['--import', 'tsx'] } });
       const { id } = await q.enqueue({ qty: 3, price: 7 });
       expect(await q.waitFor(id, { timeoutMs: 20_000 })).toBe(21);
     });
   }
 
-  it('process: a SIGKILLed sandbox fails that attempt with the signal, and the retry runs', async () => {
+  it('process: a SIGKILLed sandbox fails that attempt with the signal, and the retry runs', async ({
+    q,
+    consume,
+  }) => {
     const failures: string[] = [];
     for (let i = 0; i < 2; i++) {
       consume('sigkill.mjs', 'process').on('failed', (_job, err) => failures.push(err.message));
@@ -142,7 +156,10 @@ describe('a handler file in sandboxes', () => {
     expect(await q.counts()).toMatchObject({ completed: 3, pending: 0, active: 0, dead: 0 });
   });
 
-  it('thread: a CPU-bound handler past its timeoutMs is ended abortGraceMs later; the next job gets a fresh sandbox', async () => {
+  it('thread: a CPU-bound handler past its timeoutMs is ended abortGraceMs later; the next job gets a fresh sandbox', async ({
+    q,
+    consume,
+  }) => {
     const failed = deferred<string>();
     const c = consume('spin.mjs', 'thread', { concurrency: 1, sandboxOptions: { abortGraceMs: 50 } });
     c.on('failed', (_job, err, outcome) => failed.resolve(`${outcome} ${err.message}`));
@@ -153,7 +170,10 @@ describe('a handler file in sandboxes', () => {
     expect((await q.get(stuck.id))?.state).toBe('dead');
   });
 
-  it('thread: a handler past its resourceLimits fails that attempt (out of memory), the consumer runs on', async () => {
+  it('thread: a handler past its resourceLimits fails that attempt (out of memory), the consumer runs on', async ({
+    q,
+    consume,
+  }) => {
     const failed = deferred<string>();
     const c = consume('hog.mjs', 'thread', {
       sandboxOptions: { resourceLimits: { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 4 } },
@@ -165,19 +185,19 @@ describe('a handler file in sandboxes', () => {
 });
 
 describe('bad sandbox input, refused at consume()', () => {
-  it('a path that does not exist', () => {
+  it('a path that does not exist', ({ q }) => {
     expect(() => q.consume(handler('missing.mjs'), { sandbox: 'thread' })).toThrow(
       /EMQINPUT: the handler file .*missing\.mjs does not exist/,
     );
   });
 
-  it('a file that exports no function', () => {
+  it('a file that exports no function', ({ q }) => {
     const call = () => q.consume(handler('no-export.mjs'), { sandbox: 'process' });
     expect(call).toThrow(EchoMQError);
     expect(call).toThrow(/EMQINPUT: the handler file .*no-export\.mjs exports no function/);
   });
 
-  it('a sandbox kind, option or combination that does not apply', () => {
+  it('a sandbox kind, option or combination that does not apply', ({ mq, q }) => {
     expect(() => q.consume(handler('echo.mjs'), { sandbox: 'fiber' as SandboxKind })).toThrow(
       /sandbox must be 'thread' or 'process'/,
     );
