@@ -6,14 +6,14 @@
 // promote and sweep_stalled are fuzzed as the module's commands, the runtime's way to them.
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { RateLimitError, retryAfterMs, SnoozeError } from '../src/consumer/putback.js';
 import { EchoMQError, type ErrorCode } from '../src/core/errors.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
 import { PROTOCOL_VERSION } from '../src/wire/keyspace.js';
 import { loadScripts, type ScriptName } from '../src/wire/scripts.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { helperFixtures, uniqueQueue, useRedisServer } from './support/harness.js';
 import { loadModuleArgs } from './support/native-module.js';
 import { poll } from './support/wait.js';
 
@@ -34,67 +34,107 @@ const CODES: readonly ErrorCode[] = [
   'EMQDATA',
 ];
 
-let mq: EchoMQ;
-let raw: Redis;
-
-beforeAll(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url, maxPayloadBytes: 4096 });
-  raw = env.server.client();
-});
-
-afterAll(async () => {
-  await mq?.close();
-  await raw?.quit();
+/** Each test's own connection (payloads capped at 4 KiB) and raw client, closed after it. */
+const base = test.extend<{ mq: EchoMQ; raw: Redis }>({
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+  mq: async ({}, use) => {
+    const mq = await EchoMQ.connect({ url: env.server.url, maxPayloadBytes: 4096 });
+    try {
+      await use(mq);
+    } finally {
+      await mq.close();
+    }
+  },
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+  raw: async ({}, use) => {
+    const raw = env.server.client();
+    try {
+      await use(raw);
+    } finally {
+      await raw.quit();
+    }
+  },
 });
 
 // ── snapshots ───────────────────────────────────────────────────────────────────
 
-/** Every key under the queue's prefix that has no ttl, as DUMP bytes (hex) by name. */
-async function snapshot(q: Queue): Promise<Record<string, string>> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await raw.scan(cursor, 'MATCH', `${q.keys.prefix}*`, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
-  keys.sort();
-  const pipeline = raw.pipeline();
-  for (const k of keys) pipeline.pttl(k).dumpBuffer(k);
-  const replies = (await pipeline.exec()) ?? [];
-  const out: Record<string, string> = {};
-  for (const [i, k] of keys.entries()) {
-    const [e1, ttl] = replies[2 * i]!;
-    const [e2, value] = replies[2 * i + 1]!;
-    if (e1 || e2) throw e1 ?? e2;
-    // Keys with a ttl (dedupe windows, per-minute stats) may expire between two snapshots.
-    if (value && (ttl as number) < 0) out[k] = (value as Buffer).toString('hex');
-  }
-  return out;
-}
-
+/** What each refused call was refused with (verb and code), counted. */
 const refusals = new Map<string, number>();
 
-/**
- * Runs `call`: a valid result passes `valid` (when given); a failure must be an EchoMQError with
- * a known code, and must have left the queue's keys untouched.
- */
-async function judge(q: Queue, what: string, call: () => unknown, valid?: (r: unknown) => void) {
-  const before = await snapshot(q);
-  let result: unknown;
-  try {
-    result = await call();
-  } catch (err) {
-    if (!(err instanceof EchoMQError)) {
-      throw new Error(`${what}: untyped error ${String((err as Error)?.message ?? err)}`);
+/** The file's helpers over one test's connection. */
+function helpers({ mq, raw }: Pick<{ mq: EchoMQ; raw: Redis }, 'mq' | 'raw'>) {
+  /** Every key under the queue's prefix that has no ttl, as DUMP bytes (hex) by name. */
+  async function snapshot(q: Queue): Promise<Record<string, string>> {
+    const keys: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, batch] = await raw.scan(cursor, 'MATCH', `${q.keys.prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== '0');
+    keys.sort();
+    const pipeline = raw.pipeline();
+    for (const k of keys) pipeline.pttl(k).dumpBuffer(k);
+    const replies = (await pipeline.exec()) ?? [];
+    const out: Record<string, string> = {};
+    for (const [i, k] of keys.entries()) {
+      const [e1, ttl] = replies[2 * i]!;
+      const [e2, value] = replies[2 * i + 1]!;
+      if (e1 || e2) throw e1 ?? e2;
+      // Keys with a ttl (dedupe windows, per-minute stats) may expire between two snapshots.
+      if (value && (ttl as number) < 0) out[k] = (value as Buffer).toString('hex');
     }
-    expect(CODES, `${what}: ${err.message}`).toContain(err.code);
-    refusals.set(`${what} ${err.code}`, (refusals.get(`${what} ${err.code}`) ?? 0) + 1);
-    expect(await snapshot(q), `${what} refused with ${err.code} but changed keys`).toEqual(before);
-    return;
+    return out;
   }
-  valid?.(result);
+
+  /**
+   * Runs `call`: a valid result passes `valid` (when given); a failure must be an EchoMQError with
+   * a known code, and must have left the queue's keys untouched.
+   */
+  async function judge(q: Queue, what: string, call: () => unknown, valid?: (r: unknown) => void) {
+    const before = await snapshot(q);
+    let result: unknown;
+    try {
+      result = await call();
+    } catch (err) {
+      if (!(err instanceof EchoMQError)) {
+        throw new Error(`${what}: untyped error ${String((err as Error)?.message ?? err)}`);
+      }
+      expect(CODES, `${what}: ${err.message}`).toContain(err.code);
+      refusals.set(`${what} ${err.code}`, (refusals.get(`${what} ${err.code}`) ?? 0) + 1);
+      expect(await snapshot(q), `${what} refused with ${err.code} but changed keys`).toEqual(before);
+      return;
+    }
+    valid?.(result);
+  }
+
+  /** A queue with jobs in every state, so scripts and verbs meet real rows. */
+  async function populated(label: string): Promise<{ q: Queue; active: string; token: string }> {
+    const q = mq.queue(uniqueQueue(label));
+    await q.enqueue({ n: 'a' }, { id: 'JOBactive' });
+    const [jobs] = (await q.run('claim', [q.keys.prefix, 1, 3_600_000])) as [string[]];
+    const token = String(jobs[1]);
+    await q.enqueue({ n: 'done' }, { id: 'JOBdone' });
+    const [more] = (await q.run('claim', [q.keys.prefix, 1, 3_600_000])) as [string[]];
+    await q.run('complete', [q.keys.prefix, 1000, 0, 'JOBdone', String(more[1]), '"ok"']);
+    await q.enqueue({ n: 'dead' }, { id: 'JOBdead', attempts: 1 });
+    const [d] = (await q.run('claim', [q.keys.prefix, 1, 3_600_000])) as [string[]];
+    await q.run('fail', [q.keys.prefix, 'JOBdead', String(d[1]), 'boom', '', -1], 'JOBdead');
+    await q.enqueue({ n: 'p' }, { id: 'JOBpending' });
+    await q.enqueue({ n: 'g' }, { id: 'JOBlane', group: 'g' });
+    await q.enqueueIn({ n: 's' }, 3_600_000, { id: 'JOBlater' });
+    await q.lanes.configure('g', { concurrency: 2 });
+    await q.repeat.register('tick', 3_600_000, { t: 1 });
+    await q.schedulers.upsert('nightly', { pattern: '0 3 * * *' }, { data: { s: 1 } });
+    return { q, active: 'JOBactive', token };
+  }
+  return { snapshot, judge, populated };
 }
+type Helpers = ReturnType<typeof helpers>;
+
+const it = base
+  .extend<{ h: Helpers }>({ h: async ({ mq, raw }, use) => use(helpers({ mq, raw })) })
+  .extend<Helpers>(helperFixtures<Helpers>(['snapshot', 'judge', 'populated']));
 
 // ── hostile values ──────────────────────────────────────────────────────────────
 
@@ -286,27 +326,6 @@ type Any = any;
 
 const RUNS = 150;
 
-/** A queue with jobs in every state, so scripts and verbs meet real rows. */
-async function populated(label: string): Promise<{ q: Queue; active: string; token: string }> {
-  const q = mq.queue(uniqueQueue(label));
-  await q.enqueue({ n: 'a' }, { id: 'JOBactive' });
-  const [jobs] = (await q.run('claim', [q.keys.prefix, 1, 3_600_000])) as [string[]];
-  const token = String(jobs[1]);
-  await q.enqueue({ n: 'done' }, { id: 'JOBdone' });
-  const [more] = (await q.run('claim', [q.keys.prefix, 1, 3_600_000])) as [string[]];
-  await q.run('complete', [q.keys.prefix, 1000, 0, 'JOBdone', String(more[1]), '"ok"']);
-  await q.enqueue({ n: 'dead' }, { id: 'JOBdead', attempts: 1 });
-  const [d] = (await q.run('claim', [q.keys.prefix, 1, 3_600_000])) as [string[]];
-  await q.run('fail', [q.keys.prefix, 'JOBdead', String(d[1]), 'boom', '', -1], 'JOBdead');
-  await q.enqueue({ n: 'p' }, { id: 'JOBpending' });
-  await q.enqueue({ n: 'g' }, { id: 'JOBlane', group: 'g' });
-  await q.enqueueIn({ n: 's' }, 3_600_000, { id: 'JOBlater' });
-  await q.lanes.configure('g', { concurrency: 2 });
-  await q.repeat.register('tick', 3_600_000, { t: 1 });
-  await q.schedulers.upsert('nightly', { pattern: '0 3 * * *' }, { data: { s: 1 } });
-  return { q, active: 'JOBactive', token };
-}
-
 const jobIds = fc.oneof(
   fc.constantFrom('JOBactive', 'JOBdone', 'JOBdead', 'JOBpending', 'JOBlane', 'JOBlater', 'JOBnone'),
   hostile,
@@ -315,7 +334,7 @@ const jobIds = fc.oneof(
 // ── the public verbs ────────────────────────────────────────────────────────────
 
 describe('public verbs refuse hostile input with a typed error, or do something valid', () => {
-  it('enqueue, enqueueAt, enqueueIn, enqueueMany', async () => {
+  it('enqueue, enqueueAt, enqueueIn, enqueueMany', async ({ judge, populated }) => {
     const { q } = await populated('fz-admit');
     const statuses = ['enqueued', 'scheduled', 'duplicate', 'deduplicated'];
     const ok = (r: unknown) => {
@@ -362,7 +381,7 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
-  it('get, cancel, remove, retry', async () => {
+  it('get, cancel, remove, retry', async ({ judge, populated }) => {
     const { q } = await populated('fz-ids');
     await fc.assert(
       fc.asyncProperty(jobIds, async (id) => {
@@ -378,7 +397,10 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
-  it('promote(id), reschedule, reprioritize, update: a refused change writes nothing', async () => {
+  it('promote(id), reschedule, reprioritize, update: a refused change writes nothing', async ({
+    judge,
+    populated,
+  }) => {
     const { q } = await populated('fz-change');
     const verbs = {
       promote: (id: unknown) => q.promote(id as Any),
@@ -408,7 +430,10 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     }
   });
 
-  it('drain and obliterate: refused options write nothing; obliterate waits for active jobs', async () => {
+  it('drain and obliterate: refused options write nothing; obliterate waits for active jobs', async ({
+    judge,
+    populated,
+  }) => {
     const { q } = await populated('fz-empty');
     const opts = fc.oneof(
       fc.record({ scheduled: hostile, batch: hostile, onProgress: hostile }, { requiredKeys: [] }),
@@ -432,7 +457,7 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
-  it('promote, reap, sweepStalled, pause/resume, clean', async () => {
+  it('promote, reap, sweepStalled, pause/resume, clean', async ({ judge, populated }) => {
     const { q } = await populated('fz-sweeps');
     await fc.assert(
       fc.asyncProperty(hostile, async (batch) => {
@@ -489,7 +514,7 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
-  it('configure and lanes.configure', async () => {
+  it('configure and lanes.configure', async ({ judge, populated }) => {
     const { q } = await populated('fz-config');
     const rate = fc.oneof(hostile, fc.record({ max: hostile, perMs: hostile }, { requiredKeys: [] }));
     const count = fc.record({ count: hostile, ageMs: hostile }, { requiredKeys: [] });
@@ -533,7 +558,10 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     expect((await q.get(id))?.state).toBe('pending');
   });
 
-  it('repeat.register and schedulers.upsert (invalid cron patterns and time zones)', async () => {
+  it('repeat.register and schedulers.upsert (invalid cron patterns and time zones)', async ({
+    judge,
+    populated,
+  }) => {
     const { q } = await populated('fz-recur');
     await fc.assert(
       fc.asyncProperty(
@@ -615,7 +643,7 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
-  it('retryAll, waitFor, events, counts and the recurrence listings', async () => {
+  it('retryAll, waitFor, events, counts and the recurrence listings', async ({ judge, populated }) => {
     const { q } = await populated('fz-misc');
     const optsOf = fc.oneof(
       hostile,
@@ -669,7 +697,7 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
-  it('mq.flow', async () => {
+  it('mq.flow', async ({ mq, judge, populated }) => {
     const { q } = await populated('fz-flow');
     const job = (children: fc.Arbitrary<unknown>) =>
       fc.record(
@@ -694,7 +722,10 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
-  it('SnoozeError, RateLimitError and retryAfterMs (the delays a handler puts its job back with)', async () => {
+  it('SnoozeError, RateLimitError and retryAfterMs (the delays a handler puts its job back with)', async ({
+    mq,
+    judge,
+  }) => {
     const q = mq.queue(uniqueQueue('fz-putback'));
     await fc.assert(
       fc.asyncProperty(hostile, hostile, async (ms, header) => {
@@ -720,7 +751,7 @@ describe('public verbs refuse hostile input with a typed error, or do something 
     );
   });
 
-  it('consume options', async () => {
+  it('consume options', async ({ mq, judge }) => {
     const q = mq.queue(uniqueQueue('fz-consume'));
     await fc.assert(
       fc.asyncProperty(
@@ -1009,7 +1040,7 @@ function jobOf(name: string, argv: Arg[]): string | undefined {
 describe('scripts refuse hostile ARGV with an EMQ error reply, never a Lua runtime error', () => {
   const names = [...loadScripts().keys()].sort() as ScriptName[];
 
-  it('queue.run(name, argv, jobId) with contract-shaped and random ARGV', async () => {
+  it('queue.run(name, argv, jobId) with contract-shaped and random ARGV', async ({ judge, populated }) => {
     const { q, token } = await populated('fz-scripts');
     const shaped = shapes(q.keys.prefix, token);
     for (const name of names) {
@@ -1038,7 +1069,7 @@ describe('scripts refuse hostile ARGV with an EMQ error reply, never a Lua runti
     expect(jobs.filter((_, i) => i % 7 === 0)).toContain(id);
   }, 60_000);
 
-  it('raw EVALSHA with binary and oversized ARGV', async () => {
+  it('raw EVALSHA with binary and oversized ARGV', async ({ raw, snapshot, populated }) => {
     const { q, token } = await populated('fz-raw');
     const scripts = loadScripts();
     for (const s of scripts.values()) await raw.script('LOAD', s.body);
@@ -1079,7 +1110,7 @@ describe('scripts refuse hostile ARGV with an EMQ error reply, never a Lua runti
 // ── limits ──────────────────────────────────────────────────────────────────────
 
 describe('limits', () => {
-  it('payloads over maxPayloadBytes are refused with EMQTOOBIG before the wire', async () => {
+  it('payloads over maxPayloadBytes are refused with EMQTOOBIG before the wire', async ({ mq, snapshot }) => {
     const q = mq.queue(uniqueQueue('fz-big'));
     const before = await snapshot(q);
     await expect(q.enqueue('x'.repeat(5000))).rejects.toMatchObject({ code: 'EMQTOOBIG' });
@@ -1091,7 +1122,7 @@ describe('limits', () => {
     expect((await q.enqueue('z'.repeat(4094))).status).toBe('enqueued');
   });
 
-  it('the events stream stays near its configured cap (eventsMaxLen)', async () => {
+  it('the events stream stays near its configured cap (eventsMaxLen)', async ({ mq, raw }) => {
     const q = mq.queue(uniqueQueue('fz-cap'));
     await q.configure({ eventsMaxLen: 200 });
     // Distinct names: one added entry a job (jobs sharing a name share one entry).
@@ -1141,7 +1172,10 @@ describe('garbage in any field of any row in any set loses no other job', () => 
     fc.constantFrom('{"kind":"linear"}', '{"kind":"fixed","ms":-1}', '99999999999999999999', 'Pending'),
   );
 
-  it('the malformed job ends completed (harmless garbage) or dead with a reason; every other job completes; the consumer carries on', async () => {
+  it('the malformed job ends completed (harmless garbage) or dead with a reason; every other job completes; the consumer carries on', async ({
+    mq,
+    raw,
+  }) => {
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom(...SETS),
