@@ -12,7 +12,7 @@ const consumer = hashes.consume('examples/handlers/checksum.ts', {
 });
 
 const { id } = await hashes.enqueue({ text: 'hello', rounds: 100_000 });
-console.log(`checksum: ${await hashes.waitFor(id, { timeoutMs: 15_000 })}`);
+console.log(`checksum: ${await hashes.waitFor(id, { timeoutMs: 60_000 })}`);
 console.log(`log: ${(await hashes.logs(id)).logs.join(', ')}`);
 
 await consumer.close();

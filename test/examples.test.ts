@@ -9,8 +9,15 @@ import { useRedisServer } from './support/harness.js';
 import { type Run, ROOT as root, runTs } from './support/run-process.js';
 
 const env = useRedisServer();
+/**
+ * How long an example may run before it is killed: a guard against a hang, not a speed check.
+ * Each example is a fresh node + tsx process (the sandbox example boots three: itself, the
+ * handler file's check and the worker thread), five at once: seconds on an idle machine, many
+ * times that on a loaded 2-core one. The tests check what an example prints and its exit code.
+ */
+const HANG_GUARD_MS = 120_000;
 
-function runExample(file: string, timeoutMs = 20_000): Promise<Run> {
+function runExample(file: string, timeoutMs = HANG_GUARD_MS): Promise<Run> {
   const { REDIS_URL: _url, ...rest } = process.env;
   return runTs(file, { ...rest, REDIS_URL: env.server.url }, timeoutMs);
 }
@@ -96,16 +103,21 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
 
 describe.concurrent('examples/<feature>.ts', () => {
   for (const [file, expected] of EXAMPLES) {
-    it(`${file} runs against REDIS_URL, exits 0 and prints what it shows`, async () => {
-      const run = await runExample(file);
-      expect(run.stderr).toBe('');
-      expect(run.code).toBe(0);
-      const lines = run.stdout.trimEnd().split('\n');
-      for (const line of expected) {
-        if (typeof line === 'string') expect(lines).toContain(line);
-        else expect(run.stdout).toMatch(line);
-      }
-    });
+    it(
+      `${file} runs against REDIS_URL, exits 0 and prints what it shows`,
+      async () => {
+        const run = await runExample(file);
+        expect(run.signal, `killed after ${HANG_GUARD_MS} ms: ${run.stdout}`).toBeNull();
+        expect(run.stderr).toBe('');
+        expect(run.code).toBe(0);
+        const lines = run.stdout.trimEnd().split('\n');
+        for (const line of expected) {
+          if (typeof line === 'string') expect(lines).toContain(line);
+          else expect(run.stdout).toMatch(line);
+        }
+      },
+      HANG_GUARD_MS + 30_000,
+    );
   }
 });
 
