@@ -2,21 +2,13 @@
 // queues spread over the shards by their hash tag, each with its own consumer, an events reader,
 // lanes, delays, cancellation, and every end state reached.
 import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { QueueEvent } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { QueueEvents } from '../src/events/reader.js';
-import { RedisCluster } from './support/redis-cluster.js';
+import { useRedisCluster } from './support/redis-cluster.js';
 
-let cluster: RedisCluster;
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start(3);
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+const env = useRedisCluster(3);
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 20_000) {
   const deadline = Date.now() + timeoutMs;
@@ -38,7 +30,7 @@ async function slotOwners(client: Cluster): Promise<(slot: number) => number> {
 
 describe('EchoMQ on a Redis Cluster', () => {
   it('spreads queues over the shards and runs every verb on each of them', async () => {
-    const client = new Cluster(cluster.startupNodes);
+    const client = new Cluster(env.cluster.startupNodes);
     const mq = await EchoMQ.connect({ redis: client });
     const names = Array.from({ length: 12 }, (_, i) => `cl-${i}`);
     const queues = names.map((n) => mq.queue<{ n: number; fail?: boolean; hold?: boolean }>(n));
@@ -170,9 +162,9 @@ describe('EchoMQ on a Redis Cluster', () => {
   }, 90_000);
 
   it('warns at connect when any master may evict keys', async () => {
-    const node = cluster.nodes[1]!.client();
+    const node = env.cluster.nodes[1]!.client();
     const spy = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
-    const client = new Cluster(cluster.startupNodes);
+    const client = new Cluster(env.cluster.startupNodes);
     try {
       await node.config('SET', 'maxmemory-policy', 'volatile-lru');
       await (await EchoMQ.connect({ redis: client })).close();
@@ -188,7 +180,7 @@ describe('EchoMQ on a Redis Cluster', () => {
   });
 
   it('waitFor and a delayed job work through the cluster client', async () => {
-    const client = new Cluster(cluster.startupNodes);
+    const client = new Cluster(env.cluster.startupNodes);
     const mq = await EchoMQ.connect({ redis: client });
     const q = mq.queue<number, number>('cl-wait');
     const consumer = q.consume(async (job) => job.data + 1, { beatMs: 200 });

@@ -8,12 +8,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Consumer, UnrecoverableError } from '../src/consumer/consumer.js';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { UnrecoverableError } from '../src/consumer/consumer.js';
 import type { EnqueueOptions, Job, JobContext, JobView, QueueEvent } from '../src/core/types.js';
-import { EchoMQ } from '../src/echomq.js';
 import { eventsOf } from '../src/events/reader.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 import { ROOT, runProcess } from './support/run-process.js';
 import { deferred, poll, within } from './support/wait.js';
 
@@ -82,11 +81,36 @@ class GoConsumer {
 }
 
 const env = useRedisServer();
-let bin = '';
-let buildDir = '';
 
-/** Runs an emq-go command to its end and returns its stdout; throws when it fails. */
-async function goRun(args: string[], input?: string): Promise<string> {
+/**
+ * Builds emq-go into a temp dir before the tests of the describe it is called in (none when
+ * that describe is skipped), and removes it after; `bin` is its path.
+ */
+function useGoBuild(): { readonly bin: string } {
+  const build = { bin: '', dir: '' };
+  beforeAll(async () => {
+    build.dir = mkdtempSync(join(tmpdir(), 'emq-go-'));
+    build.bin = join(build.dir, 'emq-go');
+    const vendor = await runProcess('bash', [join(GO_DIR, 'vendor.sh')], 30_000);
+    if (vendor.code !== 0) throw new Error(`runtimes/go/vendor.sh failed: ${vendor.stderr}`);
+    const made = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn('go', ['build', '-o', build.bin, './cmd/emq-go'], { cwd: GO_DIR, env: GO_ENV });
+      let stderr = '';
+      child.stderr.on('data', (d) => {
+        stderr += d;
+      });
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    if (made.code !== 0) throw new Error(`go build failed: ${made.stderr}`);
+  }, 180_000);
+  afterAll(() => {
+    if (build.dir) rmSync(build.dir, { recursive: true, force: true });
+  });
+  return build;
+}
+
+/** Runs an emq-go command (the binary `bin`) to its end and returns its stdout; throws when it fails. */
+async function goRun(bin: string, args: string[], input?: string): Promise<string> {
   const run = await runProcess(bin, args, 60_000, GO_ENV, input);
   if (run.code !== 0) throw new Error(`emq-go ${args[0]} exited ${run.code}: ${run.stderr}`);
   return run.stdout;
@@ -103,53 +127,49 @@ async function tsHandler(job: Job<Work>, ctx: JobContext): Promise<unknown> {
 }
 
 describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue', () => {
-  let mq: EchoMQ;
-  const goConsumers: GoConsumer[] = [];
-  const tsConsumers: Consumer[] = [];
-
-  beforeAll(async () => {
-    buildDir = mkdtempSync(join(tmpdir(), 'emq-go-'));
-    bin = join(buildDir, 'emq-go');
-    const vendor = await runProcess('bash', [join(GO_DIR, 'vendor.sh')], 30_000);
-    if (vendor.code !== 0) throw new Error(`runtimes/go/vendor.sh failed: ${vendor.stderr}`);
-    const build = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn('go', ['build', '-o', bin, './cmd/emq-go'], { cwd: GO_DIR, env: GO_ENV });
-      let stderr = '';
-      child.stderr.on('data', (d) => {
-        stderr += d;
-      });
-      child.on('close', (code) => resolve({ code, stderr }));
-    });
-    if (build.code !== 0) throw new Error(`go build failed: ${build.stderr}`);
-    mq = await EchoMQ.connect({ url: env.server.url });
-  }, 180_000);
-
-  afterAll(async () => {
-    for (const g of goConsumers) g.kill();
-    for (const c of tsConsumers) await c.close({ timeoutMs: 0 });
-    await mq?.close();
-    if (buildDir) rmSync(buildDir, { recursive: true, force: true });
+  const emqGo = useGoBuild();
+  const goRunner = (args: string[], input?: string) => goRun(emqGo.bin, args, input);
+  /** queueTest, and `goConsumer(queue, concurrency)`: an `emq-go consume`, killed after the test. */
+  const it = queueTest<Work, unknown>(env, 'cross').extend<{
+    goConsumer: (queue: string, concurrency: number) => GoConsumer;
+  }>({
+    // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+    goConsumer: async ({}, use) => {
+      const started: GoConsumer[] = [];
+      try {
+        await use((queue, concurrency) => {
+          const g = new GoConsumer(emqGo.bin, env.server.url, queue, concurrency);
+          started.push(g);
+          return g;
+        });
+      } finally {
+        for (const g of started) g.kill();
+      }
+    },
   });
 
   it('replays every conformance case with the Go runtime', async () => {
-    const out = await goRun(['conformance', '--url', env.server.url, '--flush']);
+    const out = await goRunner(['conformance', '--url', env.server.url, '--flush']);
     const report = JSON.parse(out) as { passed: number; total: number; failures: string[] | null };
     expect(report.failures ?? []).toEqual([]);
     expect(report.passed).toBe(report.total);
     expect(report.total).toBeGreaterThan(100);
   }, 60_000);
 
-  it('producers and consumers of both runtimes at once: every job ends once, none early, retries counted by whoever retried', async () => {
-    const name = uniqueQueue('cross');
-    const q = mq.queue<Work, unknown>(name);
-    const go = new GoConsumer(bin, env.server.url, name, 4);
-    goConsumers.push(go);
+  it('producers and consumers of both runtimes at once: every job ends once, none early, retries counted by whoever retried', async ({
+    mq,
+    q,
+    queueName: name,
+    consumers,
+    goConsumer,
+  }) => {
+    const go = goConsumer(name, 4);
     await within(go.ready.promise, 20_000, 'the Go consumer to start');
     const tsCompleted = new Map<string, number>();
     const tsFailed: string[] = [];
     const tsLost: string[] = [];
     const ts = q.consume(tsHandler, { concurrency: 4, beatMs: 200 });
-    tsConsumers.push(ts as Consumer);
+    consumers.push(ts);
     ts.on('completed', (job) => tsCompleted.set(job.id, (tsCompleted.get(job.id) ?? 0) + 1));
     ts.on('failed', (job) => tsFailed.push(job.id));
     ts.on('lost', (job) => tsLost.push(job.id));
@@ -186,7 +206,7 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
       tsIds.push(r.id);
     }
     const goReply = JSON.parse(
-      await goRun(
+      await goRunner(
         ['produce', '--url', env.server.url, '--queue', name],
         JSON.stringify(goSpecs.map((s) => ({ data: s.data, ...s.opts, delayMs: s.delayMs }))),
       ),
@@ -291,24 +311,26 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
     );
 
     // queue.get on either side reads the other's rows, field for field.
-    const goViews = (await goRun(['get', '--url', env.server.url, '--queue', name, ...all]))
+    const goViews = (await goRunner(['get', '--url', env.server.url, '--queue', name, ...all]))
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as JobView);
     expect(goViews).toEqual(all.map((id) => JSON.parse(JSON.stringify(views.get(id)))));
 
     // The Go events reader expands the stream exactly as the TypeScript one does.
-    const goEvents = (await goRun(['events', '--url', env.server.url, '--queue', name, '--from', '0']))
+    const goEvents = (await goRunner(['events', '--url', env.server.url, '--queue', name, '--from', '0']))
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as QueueEvent);
     expect(goEvents).toEqual(events);
   }, 120_000);
 
-  it('rows admitted by either runtime with the same options hold the same fields', async () => {
-    const name = uniqueQueue('rows');
+  it('rows admitted by either runtime with the same options hold the same fields', async ({
+    mq,
+    queueName: name,
+    raw,
+  }) => {
     const q = mq.queue(name);
-    const raw = mq.connector.client;
     const opts = {
       name: 'mail',
       group: 'tenant-7',
@@ -320,7 +342,7 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
     const ts = await q.enqueue(data, opts);
     const tsLater = await q.enqueueIn(data, 60_000, opts);
     const [goNow, goLater] = JSON.parse(
-      await goRun(
+      await goRunner(
         ['produce', '--url', env.server.url, '--queue', name],
         JSON.stringify([
           { data, ...opts },
@@ -346,7 +368,7 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
       backoff: JSON.stringify(opts.backoff),
     });
     const tsView = JSON.parse(JSON.stringify(await q.get(goNow!.id)));
-    const [goView] = (await goRun(['get', '--url', env.server.url, '--queue', name, ts.id]))
+    const [goView] = (await goRunner(['get', '--url', env.server.url, '--queue', name, ts.id]))
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l));
@@ -355,7 +377,7 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
     // A dedupe key taken by one runtime holds against the other.
     const kept = await q.enqueue({ first: 'ts' }, { dedupe: { key: 'by-ts', mode: 'throttle' } });
     const [fromGo, goKept] = JSON.parse(
-      await goRun(
+      await goRunner(
         ['produce', '--url', env.server.url, '--queue', name],
         JSON.stringify([
           { data: { second: 'go' }, dedupe: { key: 'by-ts', mode: 'throttle' } },

@@ -3,36 +3,15 @@
 // parent's queue through the hand-off (a notice in the child's queue, applied by child_notice),
 // counted exactly once when the hand-off is retried, raced, or left half done by a process that
 // stopped. Also the flow reads (queue.flow, queue.dependencies) and enqueue options on flow jobs.
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Handler } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
 import { keySlot } from '../src/wire/slot.js';
-import { uniqueQueue, useQueue, useRedisServer } from './support/harness.js';
-import { Consumers, poll } from './support/observe.js';
+import { queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
+import { poll } from './support/observe.js';
 
 const env = useRedisServer();
-
-let mq: EchoMQ;
-let raw: Redis;
-let name: string;
-let q: Queue;
-let P: string;
-let other: string;
-let qb: Queue;
-const consumers = new Consumers(() => env.server.url);
-
-useQueue(
-  env,
-  'xflow',
-  (f) => {
-    ({ mq, raw, name, q, P } = f);
-    other = uniqueQueue('xflow-b');
-    qb = mq.queue(other);
-  },
-  () => consumers.closeAll(),
-);
 
 type Step = { step: string; fail?: boolean };
 const worker: Handler<Step, unknown> = async (job, ctx) => {
@@ -44,8 +23,14 @@ const worker: Handler<Step, unknown> = async (job, ctx) => {
 };
 const fast = { concurrency: 2, beatMs: 50, backoff: { kind: 'fixed', ms: 1 } } as const;
 
-/** A parent in the fixture's queue with a child in it and a child in the other queue. */
-function twoQueueFlow(child: Partial<Step> = {}, onChildFailure?: 'fail' | 'ignore') {
+/** A parent in queue `name` with a child in it and a child in queue `other`. */
+function twoQueueFlow(
+  mq: EchoMQ,
+  name: string,
+  other: string,
+  child: Partial<Step> = {},
+  onChildFailure?: 'fail' | 'ignore',
+) {
   return mq.flow({
     queue: name,
     data: { step: 'parent' },
@@ -57,8 +42,34 @@ function twoQueueFlow(child: Partial<Step> = {}, onChildFailure?: 'fail' | 'igno
   });
 }
 
+/**
+ * queueTest with a second queue: `other` (its name) and `qb` on the test's EchoMQ, and
+ * `twoQueueFlow(child?, onChildFailure?)` over the two.
+ */
+const it = queueTest(env, 'xflow').extend<{
+  other: string;
+  qb: Queue;
+  twoQueueFlow: (child?: Partial<Step>, onChildFailure?: 'fail' | 'ignore') => ReturnType<EchoMQ['flow']>;
+}>({
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+  other: async ({}, use) => use(uniqueQueue('xflow-b')),
+  qb: async ({ mq, other }, use) => use(mq.queue(other)),
+  twoQueueFlow: async ({ mq, queueName, other }, use) =>
+    use((child, onChildFailure) => twoQueueFlow(mq, queueName, other, child, onChildFailure)),
+});
+
 describe('a flow over two queues on one server', () => {
-  it('is admitted in one call: each job in its own queue, the remote child naming its parent with its prefix', async () => {
+  it('is admitted in one call: each job in its own queue, the remote child naming its parent with its prefix', async ({
+    mq,
+    raw,
+    queueName: name,
+    q,
+    P,
+    other,
+    qb,
+    key,
+    twoQueueFlow,
+  }) => {
     const flow = await twoQueueFlow();
     const [here, there] = flow.children;
     expect(flow.status).toBe('added');
@@ -67,10 +78,10 @@ describe('a flow over two queues on one server', () => {
     expect((await qb.get(there!.id))!.state).toBe('pending');
     expect(await q.get(there!.id)).toBeNull();
     // The other queue was written by the root queue's call: it was greeted (version, registry).
-    expect(await raw.hget(`${qb.keys.prefix}meta`, 'version')).toBe('1');
+    expect(await raw.hget(key('meta', other), 'version')).toBe('1');
     expect(await raw.sismember('emq:queues', other)).toBe(1);
-    expect(await raw.hget(`${qb.keys.prefix}job:${there!.id}`, 'parent')).toBe(`${P}${flow.id}`);
-    expect(await raw.zrange(`${P}job:${flow.id}:deps`, 0, -1)).toEqual([
+    expect(await raw.hget(key(`job:${there!.id}`, other), 'parent')).toBe(`${P}${flow.id}`);
+    expect(await raw.zrange(key(`job:${flow.id}:deps`), 0, -1)).toEqual([
       here!.id,
       `${qb.keys.prefix}${there!.id}`,
     ]);
@@ -78,21 +89,39 @@ describe('a flow over two queues on one server', () => {
     expect((await mq.flow({ queue: name, data: {}, opts: { id: flow.id } })).status).toBe('duplicate');
   });
 
-  it('runs the parent once both children completed, with both results, through the hand-off', async () => {
+  it('runs the parent once both children completed, with both results, through the hand-off', async ({
+    raw,
+    queueName: name,
+    q,
+    other,
+    key,
+    pool,
+    twoQueueFlow,
+  }) => {
     const flow = await twoQueueFlow();
     const [here, there] = flow.children;
-    await consumers.start(name, worker, fast);
-    await consumers.start(other, worker, fast);
+    await pool.start(name, worker, fast);
+    await pool.start(other, worker, fast);
     const result = await q.waitFor(flow.id, { timeoutMs: 15_000 });
     expect(result).toEqual({
       step: 'parent',
       results: { [here!.id]: 'here', [there!.id]: 'there' },
       failures: {},
     });
-    expect(await raw.zcard(`${qb.keys.prefix}notices`)).toBe(0);
+    expect(await raw.zcard(key('notices', other))).toBe(0);
   });
 
-  it('counts a child once when the hand-off is retried and raced, and loses nothing when a process stops between the halves', async () => {
+  it('counts a child once when the hand-off is retried and raced, and loses nothing when a process stops between the halves', async ({
+    raw,
+    queueName: name,
+    q,
+    P,
+    other,
+    qb,
+    key,
+    pool,
+    twoQueueFlow,
+  }) => {
     const flow = await twoQueueFlow();
     const there = flow.children[1]!;
     const ref = `${qb.keys.prefix}${there.id}`;
@@ -108,35 +137,41 @@ describe('a flow over two queues on one server', () => {
     );
     await slow.close();
     await lone.close();
-    expect(await raw.zrange(`${qb.keys.prefix}notices`, 0, -1)).toEqual([there.id]);
-    expect(await raw.hgetall(`${qb.keys.prefix}notice:${there.id}`)).toEqual({
+    expect(await raw.zrange(key('notices', other), 0, -1)).toEqual([there.id]);
+    expect(await raw.hgetall(key(`notice:${there.id}`, other))).toEqual({
       parent: `${P}${flow.id}`,
       outcome: 'completed',
       result: '"there"',
       error: '',
     });
-    expect(await raw.hget(`${P}job:${flow.id}`, 'children')).toBe('2');
+    expect(await raw.hget(key(`job:${flow.id}`), 'children')).toBe('2');
     // The second half applied, but the process stopped before dropping the notice; applied again.
     const apply = () => q.run('child_notice', [P, flow.id, ref, 'completed', '"there"', '']);
     expect(await apply()).toBe(1);
     expect(await apply()).toBe(0);
     // Two deliverers race over the same notice: counted once, dropped.
     await Promise.all([qb.deliverNotices(), qb.deliverNotices()]);
-    expect(await raw.zcard(`${qb.keys.prefix}notices`)).toBe(0);
-    expect(await raw.hget(`${P}job:${flow.id}`, 'children')).toBe('1');
-    expect(await raw.hgetall(`${P}job:${flow.id}:results`)).toEqual({ [there.id]: '"there"' });
+    expect(await raw.zcard(key('notices', other))).toBe(0);
+    expect(await raw.hget(key(`job:${flow.id}`), 'children')).toBe('1');
+    expect(await raw.hgetall(key(`job:${flow.id}:results`))).toEqual({ [there.id]: '"there"' });
     // The local child completes: the parent runs, with the result delivered once.
-    await consumers.start(name, worker, fast);
+    await pool.start(name, worker, fast);
     expect(await q.waitFor(flow.id, { timeoutMs: 15_000 })).toMatchObject({
       results: { [there.id]: 'there' },
     });
   });
 
-  it("a remote child's failure reaches its parent: recorded with its error when the parent ignores failures, else the parent ends dead", async () => {
+  it("a remote child's failure reaches its parent: recorded with its error when the parent ignores failures, else the parent ends dead", async ({
+    queueName: name,
+    q,
+    other,
+    pool,
+    twoQueueFlow,
+  }) => {
     const ignoring = await twoQueueFlow({ fail: true }, 'ignore');
     const failing = await twoQueueFlow({ fail: true }, 'fail');
-    await consumers.start(name, worker, fast);
-    await consumers.start(other, worker, fast);
+    await pool.start(name, worker, fast);
+    await pool.start(other, worker, fast);
     const result = (await q.waitFor(ignoring.id, { timeoutMs: 15_000 })) as {
       failures: Record<string, string>;
     };
@@ -152,7 +187,13 @@ describe('a flow over two queues on one server', () => {
 });
 
 describe('reading a flow', () => {
-  it('queue.flow(id) gives the tree with every job in its queue and state; dependencies pages pending and processed children', async () => {
+  it('queue.flow(id) gives the tree with every job in its queue and state; dependencies pages pending and processed children', async ({
+    queueName: name,
+    q,
+    other,
+    pool,
+    twoQueueFlow,
+  }) => {
     const flow = await twoQueueFlow();
     const [here, there] = flow.children;
     expect(await q.flow(flow.id)).toEqual({
@@ -167,7 +208,7 @@ describe('reading a flow', () => {
     expect(await q.flow('JOBnone')).toBeNull();
     const first = await q.dependencies(flow.id, { count: 1 });
     expect(first).toEqual({ processed: [], pending: [{ id: here!.id, queue: name }], cursor: 1 });
-    await consumers.start(other, worker, fast);
+    await pool.start(other, worker, fast);
     await poll(
       () => q.dependencies(flow.id, { cursor: 1 }),
       (d) => d.processed.length === 1,
@@ -185,7 +226,14 @@ describe('reading a flow', () => {
 });
 
 describe('enqueue options on flow jobs', () => {
-  it('takes retention, tags and lifo on any job of a flow', async () => {
+  it('takes retention, tags and lifo on any job of a flow', async ({
+    mq,
+    raw,
+    queueName: name,
+    q,
+    key,
+    pool,
+  }) => {
     const flow = await mq.flow({
       queue: name,
       data: { step: 'parent' },
@@ -199,8 +247,8 @@ describe('enqueue options on flow jobs', () => {
     expect((await q.get(flow.id))!.tags).toEqual(['report']);
     expect((await q.get(a!.id))!.tags).toEqual(['x', 'y']);
     // The lifo leaf goes before the other one of its priority.
-    expect(Number(await raw.zscore(`${P}pending`, b!.id))).toBeLessThan(0);
-    await consumers.start(name, worker, fast);
+    expect(Number(await raw.zscore(key('pending'), b!.id))).toBeLessThan(0);
+    await pool.start(name, worker, fast);
     expect(await q.waitFor(flow.id, { timeoutMs: 15_000 })).toMatchObject({
       results: { [a!.id]: 'a', [b!.id]: 'b' },
     });

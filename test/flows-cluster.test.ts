@@ -3,21 +3,13 @@
 // { atomic: true } refuses such a flow with nothing written; queues whose hash tags share a slot
 // are admitted in one atomic call. keySlot agrees with CLUSTER KEYSLOT.
 import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Handler } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
 import { keySlot } from '../src/wire/slot.js';
-import { RedisCluster } from './support/redis-cluster.js';
+import { useRedisCluster } from './support/redis-cluster.js';
 
-let cluster: RedisCluster;
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start(3);
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+const env = useRedisCluster(3);
 
 type Step = { step: string };
 const worker: Handler<Step, unknown> = async (job, ctx) => {
@@ -36,7 +28,7 @@ function nameIn(base: string, slot: number | undefined, same: boolean): string {
 
 describe('flows across queues on a Redis Cluster', () => {
   it('admits queues on different slots per queue, refuses them atomically, and hands each child to its parent once', async () => {
-    const client = new Cluster(cluster.startupNodes);
+    const client = new Cluster(env.cluster.startupNodes);
     const mq = await EchoMQ.connect({ redis: client });
     const a = nameIn(`xa${process.pid}`, undefined, true);
     const b = nameIn(`xb${process.pid}`, keySlot(`emq:{${a}}:`), false);
@@ -94,7 +86,7 @@ describe('flows across queues on a Redis Cluster', () => {
   }, 60_000);
 
   it('admits queues whose hash tags share a slot in one atomic call', async () => {
-    const client = new Cluster(cluster.startupNodes);
+    const client = new Cluster(env.cluster.startupNodes);
     const mq = await EchoMQ.connect({ redis: client });
     const a = nameIn(`ya${process.pid}`, undefined, true);
     const b = nameIn(`yb${process.pid}`, keySlot(`emq:{${a}}:`), true);

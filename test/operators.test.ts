@@ -3,20 +3,26 @@
 // and flagged once it passed, `echomq recover` returns the job to pending; a consumer that closes
 // leaves the list at once. Library through the Inspector, the CLI as a child process (no tmux).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { Inspector } from '../src/inspect.js';
-import { type QueueFixture, useQueue, useRedisServer } from './support/harness.js';
+import { queueTest, useRedisServer } from './support/harness.js';
 import { ROOT, runProcess } from './support/run-process.js';
 import { poll } from './support/wait.js';
 
 const env = useRedisServer();
-let f: QueueFixture;
-const children: ChildProcess[] = [];
-useQueue(env, 'ops', (fixture) => {
-  f = fixture;
-});
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
+/** queueTest, and `workerHolding`: consumers in processes of their own, SIGKILLed after the test. */
+const it = queueTest(env, 'ops').extend<{
+  workerHolding: (queue: string, leaseMs: number) => Promise<ChildProcess>;
+}>({
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+  workerHolding: async ({}, use) => {
+    const children: ChildProcess[] = [];
+    try {
+      await use((queue, leaseMs) => workerHolding(children, queue, leaseMs));
+    } finally {
+      for (const c of children) c.kill('SIGKILL');
+    }
+  },
 });
 
 function echomq(args: string[]) {
@@ -27,8 +33,12 @@ function echomq(args: string[]) {
   });
 }
 
-/** A consumer in its own process holding one job; resolves once it started the job. */
-async function workerHolding(queue: string, leaseMs: number): Promise<ChildProcess> {
+/** A consumer in its own process (added to `children`) holding one job; resolves once it started the job. */
+async function workerHolding(
+  children: ChildProcess[],
+  queue: string,
+  leaseMs: number,
+): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', 'test/support/consumer-process.ts', env.server.url, queue, String(leaseMs)],
@@ -47,9 +57,13 @@ async function workerHolding(queue: string, leaseMs: number): Promise<ChildProce
 }
 
 describe('a worker killed mid-job', () => {
-  it('is shown dead after 3 beats, its job flagged lease expired, and echomq recover returns the job', async () => {
-    const { q, name } = f;
-    const inspector = new Inspector(f.mq);
+  it('is shown dead after 3 beats, its job flagged lease expired, and echomq recover returns the job', async ({
+    mq,
+    q,
+    queueName: name,
+    workerHolding,
+  }) => {
+    const inspector = new Inspector(mq);
     const { id } = await q.enqueue({ to: 'a@example.com' }, { name: 'send-email' });
     const worker = await workerHolding(name, 500);
     const alive = await inspector.stats(name);
@@ -96,22 +110,24 @@ describe('a worker killed mid-job', () => {
 });
 
 describe('a consumer that closes', () => {
-  it('leaves the list at once (not after 10 minutes)', async () => {
-    const inspector = new Inspector(f.mq);
-    const c = f.q.consume(async () => 'ok', { beatMs: 50 });
+  it('leaves the list at once (not after 10 minutes)', async ({ mq, q, queueName: name }) => {
+    const inspector = new Inspector(mq);
+    const c = q.consume(async () => 'ok', { beatMs: 50 });
     await poll(
-      () => inspector.consumers(f.name),
+      () => inspector.consumers(name),
       (list) => list.length === 1,
       'the consumer beat',
     );
     await c.close();
-    expect(await inspector.consumers(f.name)).toEqual([]);
+    expect(await inspector.consumers(name)).toEqual([]);
   });
 });
 
 describe('echomq cancel of a running job', () => {
-  it('says what really happens: the signal aborts, a handler that ignores it completes the job', async () => {
-    const { q, name } = f;
+  it('says what really happens: the signal aborts, a handler that ignores it completes the job', async ({
+    q,
+    queueName: name,
+  }) => {
     let started!: () => void;
     const running = new Promise<void>((r) => {
       started = r;
@@ -131,11 +147,15 @@ describe('echomq cancel of a running job', () => {
 });
 
 describe('the oldest waiting job', () => {
-  it('per queue and per lane: in stats, the CLI, and the Prometheus gauges; a dead-letter counter', async () => {
-    const { q, name, raw } = f;
+  it('per queue and per lane: in stats, the CLI, and the Prometheus gauges; a dead-letter counter', async ({
+    mq,
+    q,
+    queueName: name,
+    raw,
+  }) => {
     const { Registry } = await import('prom-client');
     const { registerMetrics } = await import('../src/telemetry/metrics.js');
-    const inspector = new Inspector(f.mq);
+    const inspector = new Inspector(mq);
     expect((await inspector.stats(name)).oldestWaitingMs).toBeNull();
     // A paused lane holds a job enqueued 15 minutes ago (its row says so); a flat job is fresh.
     await q.lanes.pause('tenant-a');
@@ -152,7 +172,7 @@ describe('the oldest waiting job', () => {
     );
 
     const registry = new Registry();
-    const metrics = registerMetrics(registry, { mq: f.mq, queues: [name] });
+    const metrics = registerMetrics(registry, { mq, queues: [name] });
     await metrics.ready();
     const c = q.consume(
       () => {
@@ -189,8 +209,10 @@ describe('the oldest waiting job', () => {
 });
 
 describe('finding jobs from the CLI', () => {
-  it('jobs --name, --grep, --lane and BullMQ state names; | head exits quietly', async () => {
-    const { q, name } = f;
+  it('jobs --name, --grep, --lane and BullMQ state names; | head exits quietly', async ({
+    q,
+    queueName: name,
+  }) => {
     await q.enqueue({ to: 'ada@example.com' }, { name: 'welcome' });
     await q.enqueue({ to: 'bob@example.com' }, { name: 'welcome' });
     await q.enqueue({ to: 'ada@example.com' }, { name: 'receipt', group: 'tenant-a' });
@@ -228,8 +250,7 @@ describe('finding jobs from the CLI', () => {
     expect(piped.code).toBe(0);
   }, 180_000);
 
-  it('tail --event and --name keep only those events', async () => {
-    const { q, name } = f;
+  it('tail --event and --name keep only those events', async ({ q, queueName: name }) => {
     await q.enqueue({}, { name: 'welcome' });
     await q.enqueue({}, { name: 'receipt' });
     const c = q.consume(async () => 'ok', { beatMs: 50 });

@@ -2,91 +2,23 @@
 // binding, mounting under a base path, the shared event readers), and in headless Chromium
 // (overview, a dead job, retry, and the job completing live on the page over SSE).
 // Tests wait on events and bounded polls of observable state; none sleeps to "let it run".
-import { existsSync, mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { describe, expect, it, vi } from 'vitest';
-import type { Consumer } from '../../src/consumer/consumer.js';
-import type { EnqueueOptions, Handler } from '../../src/core/types.js';
+import { describe, expect, vi } from 'vitest';
 import { DASHBOARD_JS } from '../../src/dashboard/assets.js';
-import { type DashboardOptions, dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
+import { dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
 import { EchoMQ } from '../../src/echomq.js';
-import type { Queue } from '../../src/queue.js';
-import { useQueue, useRedisServer } from '../support/harness.js';
+import { useRedisServer } from '../support/harness.js';
 import { freePort, RedisServer } from '../support/redis-server.js';
-import { ROOT } from '../support/run-process.js';
+import { CHROMIUM, csrfOf, dashboardTest, form, HAS_CHROMIUM, scrollWidth } from './fixture.js';
 
 const env = useRedisServer();
-const CHROMIUM = '/usr/bin/chromium';
-
-let mq: EchoMQ;
-let raw: Redis;
-let name: string;
-let q: Queue;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-
-useQueue(
-  env,
-  'dash',
-  (f) => {
-    ({ mq, raw, name, q } = f);
-  },
-  async () => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-  },
-);
+const it = dashboardTest(env, 'dash');
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
-
-async function dashboard(opts: DashboardOptions = {}) {
-  const d = await startDashboard({ mq, port: 0, ...opts });
-  cleanups.push(() => d.close());
-  return d;
-}
-
-function consume(handler: Handler<unknown, unknown>): Consumer {
-  const c = q.consume(handler, { concurrency: 2, beatMs: 200 });
-  cleanups.push(() => c.close({ timeoutMs: 0 }));
-  return c;
-}
-
-/** Enqueues a job and lets a consumer fail it for good; resolves with its id once it is dead. */
-async function deadJob(data: unknown, opts: EnqueueOptions = {}, message = 'boom'): Promise<string> {
-  const c = q.consume(
-    () => {
-      throw new Error(message);
-    },
-    { concurrency: 1, beatMs: 200 },
-  );
-  const { id } = await q.enqueue(data, { attempts: 1, ...opts });
-  await new Promise<void>((resolve) => {
-    c.on('failed', (job, _err, outcome) => {
-      if (job.id === id && outcome === 'dead') resolve();
-    });
-  });
-  await c.close({ timeoutMs: 0 });
-  return id;
-}
-
-/** The CSRF token a page carries in its meta tag. */
-async function csrfOf(url: string, init: RequestInit = {}): Promise<string> {
-  const html = await (await fetch(url, init)).text();
-  const m = /<meta name="csrf-token" content="([^"]+)">/.exec(html);
-  if (!m) throw new Error('no csrf meta tag on the page');
-  return m[1]!;
-}
-
-function form(fields: Record<string, string>): RequestInit {
-  return {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams(fields).toString(),
-    redirect: 'manual',
-  };
-}
 
 /** Reads a server-sent event stream until `until` matches the text read so far. */
 async function readStream(res: Response, until: (text: string) => boolean): Promise<string> {
@@ -103,7 +35,7 @@ async function readStream(res: Response, until: (text: string) => boolean): Prom
 }
 
 /** Clients blocked in XREAD (with no consumer running: the dashboard's event readers). */
-async function eventReaders(): Promise<number> {
+async function eventReaders(raw: Redis): Promise<number> {
   const list = (await raw.client('LIST')) as string;
   return list.split('\n').filter((l) => l.includes('cmd=xread')).length;
 }
@@ -111,7 +43,11 @@ async function eventReaders(): Promise<number> {
 // ── over HTTP ───────────────────────────────────────────────────────────────────
 
 describe('dashboard over HTTP', () => {
-  it('binds 127.0.0.1 by default and serves the overview with security headers', async () => {
+  it('binds 127.0.0.1 by default and serves the overview with security headers', async ({
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
     await q.enqueue({ n: 1 });
     const d = await dashboard();
     const addr = d.server.address();
@@ -148,7 +84,7 @@ describe('dashboard over HTTP', () => {
     }
   });
 
-  it('answers 401 without the basic credentials, and 200 with them', async () => {
+  it('answers 401 without the basic credentials, and 200 with them', async ({ dashboard }) => {
     const d = await dashboard({ auth: { basic: { user: 'admin', password: 's3cret pass' } } });
     const none = await fetch(d.url);
     expect(none.status).toBe(401);
@@ -166,7 +102,7 @@ describe('dashboard over HTTP', () => {
     expect((await fetch(`${d.url}metrics`)).status).toBe(401);
   });
 
-  it('answers 401 without the bearer token, and 200 with it', async () => {
+  it('answers 401 without the bearer token, and 200 with it', async ({ dashboard }) => {
     const token = 'tok_0123456789abcdef0123';
     const d = await dashboard({ auth: { bearer: token } });
     expect((await fetch(d.url)).status).toBe(401);
@@ -178,7 +114,11 @@ describe('dashboard over HTTP', () => {
     expect(((await res.json()) as { queues: unknown[] }).queues).toBeInstanceOf(Array);
   });
 
-  it("a flow parent's page lists its children, each linking to its own page, and a child's names its parent", async () => {
+  it("a flow parent's page lists its children, each linking to its own page, and a child's names its parent", async ({
+    mq,
+    queueName: name,
+    dashboard,
+  }) => {
     const other = `${name}-mail`;
     const flow = await mq.flow({
       queue: name,
@@ -198,7 +138,12 @@ describe('dashboard over HTTP', () => {
     expect(child).toContain(`parent: <a class="mono" href="/queues/${name}/jobs/${flow.id}"`);
   });
 
-  it('in read-only mode shows no action and answers every POST with 403', async () => {
+  it('in read-only mode shows no action and answers every POST with 403', async ({
+    queueName: name,
+    q,
+    dashboard,
+    deadJob,
+  }) => {
     const id = await deadJob({ n: 1 });
     const d = await dashboard({ readOnly: true });
     const page = await (await fetch(`${d.url}queues/${name}/jobs/${id}`)).text();
@@ -213,7 +158,12 @@ describe('dashboard over HTTP', () => {
     expect((await q.get(id))?.state).toBe('dead');
   });
 
-  it('refuses an action without the CSRF token, with a wrong one, or from another origin', async () => {
+  it('refuses an action without the CSRF token, with a wrong one, or from another origin', async ({
+    queueName: name,
+    q,
+    dashboard,
+    deadJob,
+  }) => {
     const id = await deadJob({ n: 1 });
     const d = await dashboard();
     const token = await csrfOf(d.url);
@@ -231,7 +181,12 @@ describe('dashboard over HTTP', () => {
     expect((await q.get(id))?.state).toBe('dead');
   });
 
-  it('retries a dead job through a form post with the token (303 back) and through JSON', async () => {
+  it('retries a dead job through a form post with the token (303 back) and through JSON', async ({
+    queueName: name,
+    q,
+    dashboard,
+    deadJob,
+  }) => {
     const a = await deadJob({ n: 1 });
     const b = await deadJob({ n: 2 });
     const d = await dashboard();
@@ -271,7 +226,12 @@ describe('dashboard over HTTP', () => {
     expect(await q.get(b)).toBeNull();
   });
 
-  it("promotes a scheduled job from its page, and shows a job's log lines", async () => {
+  it("promotes a scheduled job from its page, and shows a job's log lines", async ({
+    queueName: name,
+    q,
+    dashboard,
+    consumers,
+  }) => {
     const later = await q.enqueueIn({ n: 1 }, 3_600_000);
     const d = await dashboard();
     const page = await (await fetch(`${d.url}queues/${name}/jobs/${later.id}`)).text();
@@ -284,10 +244,14 @@ describe('dashboard over HTTP', () => {
     expect(
       (await fetch(`${d.url}queues/${name}/jobs/${later.id}/promote`, form({ _csrf: token }))).status,
     ).toBe(409);
-    const c = consume((_job, ctx) => {
-      ctx.log('fetched <b>3</b> rows');
-      ctx.log('done');
-    });
+    const c = q.consume(
+      (_job, ctx) => {
+        ctx.log('fetched <b>3</b> rows');
+        ctx.log('done');
+      },
+      { concurrency: 2, beatMs: 200 },
+    );
+    consumers.push(c);
     await q.waitFor(later.id, { timeoutMs: 10_000 });
     await c.close();
     const html = await (await fetch(`${d.url}queues/${name}/jobs/${later.id}`)).text();
@@ -304,7 +268,13 @@ describe('dashboard over HTTP', () => {
     expect(queuePage).toContain('data-tag="vip"');
   });
 
-  it('shows a dead consumer, an expired lease and the oldest wait, and recovers the job from the queue page', async () => {
+  it('shows a dead consumer, an expired lease and the oldest wait, and recovers the job from the queue page', async ({
+    raw,
+    queueName: name,
+    q,
+    dashboard,
+    defer,
+  }) => {
     // A consumer that never extends its 300 ms lease and recovers nothing: its job's lease expires.
     let started!: () => void;
     const running = new Promise<void>((r) => {
@@ -317,7 +287,7 @@ describe('dashboard over HTTP', () => {
       },
       { leaseMs: 300, extendMs: 600_000, recovery: 'off', beatMs: 100 },
     );
-    cleanups.push(() => c.close({ timeoutMs: 0 }));
+    defer(() => c.close({ timeoutMs: 0 }));
     const { id } = await q.enqueue({ n: 1 });
     await running;
     await q.lanes.pause('tenant-a'); // its job waits
@@ -350,7 +320,11 @@ describe('dashboard over HTTP', () => {
     expect(await q.get(id)).not.toBeNull();
   });
 
-  it('escapes a payload, a job name and an error message everywhere', async () => {
+  it('escapes a payload, a job name and an error message everywhere', async ({
+    queueName: name,
+    dashboard,
+    deadJob,
+  }) => {
     const evil = '<script>alert(1)</script>';
     const id = await deadJob({ html: evil }, { name: evil }, `bad ${evil}`);
     const d = await dashboard();
@@ -365,7 +339,7 @@ describe('dashboard over HTTP', () => {
     expect(await res.text()).not.toContain(evil);
   });
 
-  it('refuses a Host header other than a loopback name (DNS rebinding)', async () => {
+  it('refuses a Host header other than a loopback name (DNS rebinding)', async ({ dashboard }) => {
     const d = await dashboard();
     const port = (d.server.address() as { port: number }).port;
     const status = await new Promise<number>((resolve, reject) => {
@@ -383,10 +357,16 @@ describe('dashboard over HTTP', () => {
     expect((await fetch(`http://localhost:${port}/`)).status).toBe(200);
   });
 
-  it('mounts under /admin/queues in a plain http server with dashboardHandler', async () => {
+  it('mounts under /admin/queues in a plain http server with dashboardHandler', async ({
+    mq,
+    queueName: name,
+    q,
+    deadJob,
+    defer,
+  }) => {
     const id = await deadJob({ n: 1 });
     const handler = dashboardHandler({ mq, basePath: '/admin/queues' });
-    cleanups.push(() => handler.close());
+    defer(() => handler.close());
     const server: Server = createServer((req, res) =>
       handler(req, res, () => {
         res.statusCode = 404;
@@ -394,7 +374,7 @@ describe('dashboard over HTTP', () => {
       }),
     );
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    defer(() => new Promise((resolve) => server.close(resolve)));
     const origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
 
     const app = await fetch(`${origin}/elsewhere`);
@@ -419,10 +399,15 @@ describe('dashboard over HTTP', () => {
     expect((await fetch(`${origin}/admin/queues/metrics`)).status).toBe(200);
   });
 
-  it('streams events over SSE with one reader per queue, shared, and closed with the last client', async () => {
+  it('streams events over SSE with one reader per queue, shared, and closed with the last client', async ({
+    raw,
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
     await q.enqueue({ n: 0 }); // registers the queue
     const d = await dashboard({ metrics: false });
-    const before = await eventReaders();
+    const before = await eventReaders(raw);
     const open = () => {
       const ctl = new AbortController();
       return { ctl, res: fetch(`${d.url}api/events?queue=${name}`, { signal: ctl.signal }) };
@@ -434,7 +419,7 @@ describe('dashboard over HTTP', () => {
     expect(ra.headers.get('content-type')).toMatch(/^text\/event-stream/);
     await readStream(ra, (t) => t.includes('event: ready'));
     await readStream(rb, (t) => t.includes('event: ready'));
-    await vi.waitFor(async () => expect(await eventReaders()).toBe(before + 1), { timeout: 5000 });
+    await vi.waitFor(async () => expect(await eventReaders(raw)).toBe(before + 1), { timeout: 5000 });
     const { id } = await q.enqueue({ n: 1 }, { name: '<b>x</b>' });
     const text = await readStream(ra, (t) => t.includes(id));
     const line = text.split('\n').find((l) => l.startsWith('data: ') && l.includes(id))!;
@@ -445,17 +430,19 @@ describe('dashboard over HTTP', () => {
       fields: { name: '<b>x</b>' },
     });
     a.ctl.abort();
-    await vi.waitFor(async () => expect(await eventReaders()).toBe(before + 1), { timeout: 5000 });
+    await vi.waitFor(async () => expect(await eventReaders(raw)).toBe(before + 1), { timeout: 5000 });
     b.ctl.abort();
-    await vi.waitFor(async () => expect(await eventReaders()).toBe(before), { timeout: 5000 });
+    await vi.waitFor(async () => expect(await eventReaders(raw)).toBe(before), { timeout: 5000 });
     // An unknown queue opens nothing.
     expect((await fetch(`${d.url}api/events?queue=nope-${name}`)).status).toBe(404);
   });
 
-  it('answers 503 naming the server and the cause when Redis does not answer (pages, JSON, /metrics)', async () => {
+  it('answers 503 naming the server and the cause when Redis does not answer (pages, JSON, /metrics)', async ({
+    defer,
+  }) => {
     const port = await freePort();
     const d = await startDashboard({ url: `redis://user:hunter2@127.0.0.1:${port}`, port: 0 });
-    cleanups.push(() => d.close());
+    defer(() => d.close());
     for (const path of ['', 'api/overview', 'metrics']) {
       const res = await fetch(`${d.url}${path}`);
       const text = await res.text();
@@ -468,7 +455,7 @@ describe('dashboard over HTTP', () => {
     const server = await RedisServer.start();
     const own = await EchoMQ.connect({ url: server.url, redisOptions: { maxRetriesPerRequest: 0 } });
     const d2 = await startDashboard({ mq: own, port: 0 });
-    cleanups.push(async () => {
+    defer(async () => {
       await d2.close();
       await own.close();
     });
@@ -482,7 +469,12 @@ describe('dashboard over HTTP', () => {
     }
   });
 
-  it('serves a page script that parses, and JSON for the pages', async () => {
+  it('serves a page script that parses, and JSON for the pages', async ({
+    queueName: name,
+    q,
+    dashboard,
+    deadJob,
+  }) => {
     expect(() => new Function(DASHBOARD_JS)).not.toThrow();
     const id = await deadJob({ n: 1 });
     const d = await dashboard();
@@ -516,25 +508,33 @@ describe('dashboard over HTTP', () => {
 
 // ── in a browser ────────────────────────────────────────────────────────────────
 
-const HAS_CHROMIUM = existsSync(CHROMIUM);
-
 describe.skipIf(!HAS_CHROMIUM)(
   HAS_CHROMIUM
     ? 'in headless Chromium'
     : `in headless Chromium: SKIPPED, ${CHROMIUM} is missing (install it with apt-get install -y chromium)`,
   () => {
-    it('shows the overview, opens a dead job, retries it and sees it complete live over SSE', async () => {
-      const { chromium } = await import('playwright-core');
+    it('shows the overview, opens a dead job, retries it and sees it complete live over SSE', async ({
+      queueName: name,
+      q,
+      dashboard,
+      consumers,
+      browser,
+      shots,
+    }) => {
       let failing = true;
       let release!: () => void;
       const gate = new Promise<void>((resolve) => {
         release = resolve;
       });
-      const c = consume(async (job) => {
-        if (failing) throw new Error('payment gateway timed out');
-        if (job.id === id) await gate; // the retried job waits until the page watches it
-        return { charged: (job.data as { amount: number }).amount };
-      });
+      const c = q.consume(
+        async (job) => {
+          if (failing) throw new Error('payment gateway timed out');
+          if (job.id === id) await gate; // the retried job waits until the page watches it
+          return { charged: (job.data as { amount: number }).amount };
+        },
+        { concurrency: 2, beatMs: 200 },
+      );
+      consumers.push(c);
       const id = 'JOB-dashboard-charge-42';
       await q.enqueue({ amount: 42 }, { id, name: 'charge', attempts: 1 });
       await new Promise<void>((resolve) => {
@@ -547,20 +547,6 @@ describe.skipIf(!HAS_CHROMIUM)(
         await q.enqueue({ amount: i }, { name: 'charge', group: `tenant-${i % 2}` });
 
       const d = await dashboard();
-      const browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        args: [
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-      });
-      cleanups.push(() => browser.close());
       const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
       const problems: string[] = [];
       page.on('pageerror', (err) => problems.push(err.message));
@@ -608,26 +594,31 @@ describe.skipIf(!HAS_CHROMIUM)(
         expect.arrayContaining([expect.stringContaining('completed')]),
       );
 
-      mkdirSync(join(ROOT, 'test-artifacts'), { recursive: true });
-      await page.screenshot({ path: join(ROOT, 'test-artifacts', 'dashboard.png'), fullPage: true });
+      await page.screenshot({ path: join(shots, 'dashboard.png'), fullPage: true });
       // The queue page too, with its tabs, lanes and consumers.
       await page.goto(`${d.url}queues/${name}?state=completed`);
       await expect.poll(() => page.locator('#jobs tr[data-job]').count()).toBe(4);
       expect(await page.locator('nav.lanes .tab').count()).toBe(2);
-      await page.screenshot({ path: join(ROOT, 'test-artifacts', 'dashboard-queue.png'), fullPage: true });
+      await page.screenshot({ path: join(shots, 'dashboard-queue.png'), fullPage: true });
       await page.goto(d.url);
       await expect.poll(() => row.locator('[data-state="completed"]').textContent()).toBe('4');
-      await page.screenshot({ path: join(ROOT, 'test-artifacts', 'dashboard-overview.png'), fullPage: true });
+      await page.screenshot({ path: join(shots, 'dashboard-overview.png'), fullPage: true });
       expect(problems).toEqual([]);
     }, 120_000); // Chromium's start alone takes seconds on a loaded CI machine
 
-    it('operators: dead consumer, expired lease, oldest wait; fits 390 px; never "live" while Redis is down; polls above 100 queues', async () => {
-      const { chromium } = await import('playwright-core');
+    it('operators: dead consumer, expired lease, oldest wait; fits 390 px; never "live" while Redis is down; polls above 100 queues', async ({
+      raw,
+      queueName: name,
+      dashboard,
+      defer,
+      browser,
+      shots,
+    }) => {
       // Its own Redis, to stop it under the page.
       const server = await RedisServer.start();
       const own = await EchoMQ.connect({ url: server.url, redisOptions: { maxRetriesPerRequest: 1 } });
       const oq = own.queue('emails');
-      cleanups.push(async () => {
+      defer(async () => {
         await own.close({ timeoutMs: 0 });
         await server.stop();
       });
@@ -650,15 +641,7 @@ describe.skipIf(!HAS_CHROMIUM)(
       );
       await new Promise((r) => setTimeout(r, 400)); // past the 300 ms lease
       const d = await startDashboard({ mq: own, port: 0 });
-      cleanups.push(() => d.close());
-      const browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-      });
-      cleanups.push(() => browser.close());
-      const shots = join(ROOT, 'test-artifacts');
-      mkdirSync(shots, { recursive: true });
+      defer(() => d.close());
       for (const [label, viewport] of [
         ['desktop', { width: 1280, height: 900 }],
         ['390', { width: 390, height: 844 }],
@@ -676,11 +659,7 @@ describe.skipIf(!HAS_CHROMIUM)(
         expect(await page.locator('#job-lease').textContent()).toContain('expired');
         await page.screenshot({ path: join(shots, `operators-job-${label}.png`), fullPage: true });
         if (label === '390') {
-          const width = await page.evaluate(
-            () =>
-              (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
-                .documentElement.scrollWidth,
-          );
+          const width = await page.evaluate(scrollWidth);
           expect(width, 'the job page is no wider than the screen').toBeLessThanOrEqual(390);
         }
         await page.close();
@@ -701,7 +680,7 @@ describe.skipIf(!HAS_CHROMIUM)(
       const many = await dashboard();
       const names = Array.from({ length: 120 }, (_, i) => `${name}-t${i}`);
       await raw.sadd('emq:queues', ...names);
-      cleanups.push(() => raw.srem('emq:queues', ...names));
+      defer(() => raw.srem('emq:queues', ...names));
       const overview = await browser.newPage({ viewport: { width: 1280, height: 900 } });
       const problems: string[] = [];
       overview.on('console', (m) => {

@@ -2,11 +2,10 @@
 // `memory` project (ECHOMQ_TEST_ENGINE=memory, see vitest.config.ts): the same url/client/stop
 // surface, on a `memory://<name>` engine of the file's own. What only a process can do (kill,
 // restart) it refuses, naming why, so a test that needs it is marked `redisOnly`.
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { memoryClient } from '../../src/wire/memory/connection.js';
 import { MemoryEngine } from '../../src/wire/memory/engine.js';
-
-let counter = 0;
 
 /** True when this test run uses the memory engine instead of redis-server. */
 export const onMemory = process.env.ECHOMQ_TEST_ENGINE === 'memory';
@@ -18,9 +17,9 @@ export class MemoryServer {
     this.engine = MemoryEngine.forUrl(`memory://${name}`);
   }
 
+  /** A memory engine of its own: its name is unique (no counter shared between files' servers). */
   static async start(): Promise<MemoryServer> {
-    counter += 1;
-    return new MemoryServer(`test-${process.pid}-${counter}`);
+    return new MemoryServer(`test-${process.pid}-${randomUUID()}`);
   }
 
   get url(): string {

@@ -3,6 +3,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Cluster, type Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import { freePort, RedisServer } from './redis-server.js';
 
 const run = promisify(execFile);
@@ -88,4 +89,19 @@ export class RedisCluster {
   async stop(): Promise<void> {
     await Promise.all(this.nodes.map((n) => n.stop()));
   }
+}
+
+/**
+ * Starts a local cluster of `masters` before the file's tests and stops it after: the file reads
+ * it as `env.cluster` (no module-level binding assigned in a hook).
+ */
+export function useRedisCluster(masters = 3): { readonly cluster: RedisCluster } {
+  const holder = {} as { cluster: RedisCluster };
+  beforeAll(async () => {
+    holder.cluster = await RedisCluster.start(masters);
+  }, 60_000);
+  afterAll(async () => {
+    await holder.cluster?.stop();
+  });
+  return holder;
 }

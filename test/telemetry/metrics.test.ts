@@ -3,30 +3,15 @@
 // per state and per lane, the completed and failed totals from the events stream, and the
 // processing and enqueue-to-start histograms. Tests wait on events and bounded polls.
 import { Registry } from 'prom-client';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, vi } from 'vitest';
 import { startDashboard } from '../../src/dashboard/index.js';
-import { EchoMQ } from '../../src/echomq.js';
 import type { Queue } from '../../src/queue.js';
 import { type ObservedConsumer, registerMetrics, streamMs } from '../../src/telemetry/metrics.js';
-import { uniqueQueue, useRedisServer } from '../support/harness.js';
+import { queueTest, useRedisServer } from '../support/harness.js';
 
+type Data = { n: number; fail?: boolean };
 const env = useRedisServer();
-
-let mq: EchoMQ;
-let name: string;
-let q: Queue<{ n: number; fail?: boolean }>;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-
-beforeEach(async () => {
-  mq = await EchoMQ.connect({ url: env.server.url });
-  name = uniqueQueue('metrics');
-  q = mq.queue(name);
-});
-
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  await mq.close();
-});
+const it = queueTest<Data>(env, 'metrics');
 
 /** The value of one sample line `name{labels} value` in a scrape, or undefined. */
 function sample(text: string, metric: string, labels: Record<string, string>): number | undefined {
@@ -44,7 +29,7 @@ function sample(text: string, metric: string, labels: Record<string, string>): n
  * Runs 5 more jobs (one in each of two lanes among them), one failing once then passing, one
  * dead; resolves once 5 jobs in all completed (the one enqueued before included) and one died.
  */
-async function run(consumer: ObservedConsumer): Promise<void> {
+async function run(q: Queue<Data>, consumer: ObservedConsumer): Promise<void> {
   const outcomes: string[] = [];
   const settled = new Promise<void>((resolve) => {
     const check = () => {
@@ -69,9 +54,14 @@ async function run(consumer: ObservedConsumer): Promise<void> {
 }
 
 describe('metrics', () => {
-  it('shows counts, totals and histograms on the dashboard /metrics after a run', async () => {
+  it('shows counts, totals and histograms on the dashboard /metrics after a run', async ({
+    mq,
+    q,
+    queueName: name,
+    defer,
+  }) => {
     const d = await startDashboard({ mq, port: 0 });
-    cleanups.push(() => d.close());
+    defer(() => d.close());
     const metrics = (await d.handler.metrics())!;
     await q.enqueue({ n: 0 }, { group: 'red' }); // registers the queue before the readers start
     await metrics.ready();
@@ -85,9 +75,9 @@ describe('metrics', () => {
       },
       { concurrency: 4, beatMs: 200 },
     );
-    cleanups.push(() => consumer.close({ timeoutMs: 0 }));
+    defer(() => consumer.close({ timeoutMs: 0 }));
     metrics.observe(consumer);
-    await run(consumer);
+    await run(q, consumer);
     await consumer.idle();
 
     let text = '';
@@ -126,7 +116,11 @@ describe('metrics', () => {
     expect(text).toContain('# TYPE echomq_job_wait_seconds histogram');
   });
 
-  it('registers in a registry of its own, reads lanes and pause on scrape, and on close leaves other observers in place', async () => {
+  it('registers in a registry of its own, reads lanes and pause on scrape, and on close leaves other observers in place', async ({
+    mq,
+    q,
+    queueName: name,
+  }) => {
     const previous = vi.fn();
     mq.connector.observe(previous);
     const registry = new Registry();

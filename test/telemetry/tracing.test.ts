@@ -14,29 +14,13 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Consumer } from '../../src/consumer/consumer.js';
-import type { Queue } from '../../src/queue.js';
 import { formatTraceContext, parseTraceContext, withTracing } from '../../src/telemetry/tracing.js';
-import { useQueue, useRedisServer } from '../support/harness.js';
-import { closeAll } from '../support/observe.js';
+import { queueTest, useRedisServer } from '../support/harness.js';
 
 const env = useRedisServer();
-
-let raw: Redis;
-let name: string;
-let q: Queue<{ n: number }, number>;
-const consumers: Consumer<{ n: number }, number>[] = [];
-
-useQueue<{ n: number }, number>(
-  env,
-  'trace',
-  (f) => {
-    ({ raw, name, q } = f);
-  },
-  () => closeAll(consumers),
-);
+const it = queueTest<{ n: number }, number>(env, 'trace');
 
 // ── a tracer that records, standing in for an SDK ──────────────────────────────
 
@@ -124,11 +108,6 @@ function tracer(): RecordingTracer & Tracer {
   return new RecordingTracer() as RecordingTracer & Tracer;
 }
 
-function consume(c: Consumer<{ n: number }, number>): Consumer<{ n: number }, number> {
-  consumers.push(c);
-  return c;
-}
-
 /** Resolves once `n` jobs ended on `c` (completed or dead). */
 function ended(c: Consumer<{ n: number }, number>, n: number): Promise<void> {
   let seen = 0;
@@ -147,7 +126,12 @@ function ended(c: Consumer<{ n: number }, number>, n: number): Promise<void> {
 // ── the tests ──────────────────────────────────────────────────────────────────
 
 describe('tracing', () => {
-  it('makes a PRODUCER span per enqueue and keeps its context beside the row', async () => {
+  it('makes a PRODUCER span per enqueue and keeps its context beside the row', async ({
+    q,
+    raw,
+    key,
+    queueName: name,
+  }) => {
     const t = tracer();
     const traced = withTracing(q, { tracer: t, ttlMs: 60_000 });
     const { id, status } = await traced.enqueue({ n: 1 }, { name: 'mail' });
@@ -165,34 +149,37 @@ describe('tracing', () => {
         'echomq.enqueue.status': 'enqueued',
       },
     });
-    const kept = await raw.get(`emq:{${name}}:trace:${id}`);
+    const kept = await raw.get(key(`trace:${id}`));
     expect(kept).toBe(`00-${producer!.context.traceId}-${producer!.context.spanId}-01`);
-    const ttl = await raw.pttl(`emq:{${name}}:trace:${id}`);
+    const ttl = await raw.pttl(key(`trace:${id}`));
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(60_000);
     // Enqueuing the same id again is a duplicate and keeps the first producer's context.
     const again = await traced.enqueue({ n: 1 }, { id });
     expect(again.status).toBe('duplicate');
-    expect(await raw.get(`emq:{${name}}:trace:${id}`)).toBe(kept);
+    expect(await raw.get(key(`trace:${id}`))).toBe(kept);
   });
 
-  it('runs each attempt in a CONSUMER span linked to the producer span', async () => {
+  it('runs each attempt in a CONSUMER span linked to the producer span', async ({
+    q,
+    consumers,
+    queueName: name,
+  }) => {
     const t = tracer();
     const traced = withTracing(q, { tracer: t });
     const { id } = await traced.enqueue({ n: 1 }, { attempts: 2, backoff: { kind: 'fixed', ms: 0 } });
     const inside: (string | undefined)[] = [];
     let calls = 0;
-    const c = consume(
-      traced.consume(
-        async (job) => {
-          inside.push(trace.getActiveSpan()?.spanContext().spanId);
-          calls += 1;
-          if (calls === 1) throw new Error('first attempt fails');
-          return job.data.n;
-        },
-        { beatMs: 200 },
-      ),
+    const c = traced.consume(
+      async (job) => {
+        inside.push(trace.getActiveSpan()?.spanContext().spanId);
+        calls += 1;
+        if (calls === 1) throw new Error('first attempt fails');
+        return job.data.n;
+      },
+      { beatMs: 200 },
     );
+    consumers.push(c);
     await ended(c, 1);
     const producer = t.of(SpanKind.PRODUCER)[0]!;
     const attempts = t.of(SpanKind.CONSUMER);
@@ -216,24 +203,30 @@ describe('tracing', () => {
     expect(inside).toEqual([undefined, undefined]);
   });
 
-  it('writes one context per job of enqueueMany', async () => {
+  it('writes one context per job of enqueueMany', async ({ q, raw, key }) => {
     const t = tracer();
     const traced = withTracing(q, { tracer: t });
     const out = await traced.enqueueMany([{ data: { n: 1 } }, { data: { n: 2 }, opts: { name: 'b' } }]);
     const producers = t.of(SpanKind.PRODUCER);
     expect(producers.map((s) => s.attributes['messaging.message.id'])).toEqual(out.map((o) => o.id));
     for (const [i, o] of out.entries()) {
-      expect(parseTraceContext(await raw.get(`emq:{${name}}:trace:${o.id}`))?.spanId).toBe(
+      expect(parseTraceContext(await raw.get(key(`trace:${o.id}`)))?.spanId).toBe(
         producers[i]!.context.spanId,
       );
     }
   });
 
-  it('writes nothing without an SDK (the API alone makes invalid span contexts)', async () => {
+  it('writes nothing without an SDK (the API alone makes invalid span contexts)', async ({
+    q,
+    raw,
+    key,
+    consumers,
+  }) => {
     const traced = withTracing(q); // the global tracer: a no-op without an SDK
     const { id } = await traced.enqueue({ n: 1 });
-    expect(await raw.exists(`emq:{${name}}:trace:${id}`)).toBe(0);
-    const c = consume(traced.consume(async (job) => job.data.n, { beatMs: 200 }));
+    expect(await raw.exists(key(`trace:${id}`))).toBe(0);
+    const c = traced.consume(async (job) => job.data.n, { beatMs: 200 });
+    consumers.push(c);
     await ended(c, 1);
     expect((await q.get(id))?.state).toBe('completed');
   });
