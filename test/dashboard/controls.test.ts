@@ -3,63 +3,25 @@
 // remove, a repeat's remove; running checked scheduled jobs now. Over HTTP (the CSRF guard and
 // read-only mode as for every action), and in headless Chromium with the confirm and the toast,
 // screenshots at desktop and 390 px width under test-artifacts/.
-import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { type DashboardOptions, startDashboard } from '../../src/dashboard/index.js';
-import type { EchoMQ } from '../../src/echomq.js';
+import { describe, expect } from 'vitest';
 import type { Queue } from '../../src/queue.js';
-import { useQueue, useRedisServer } from '../support/harness.js';
-import { ROOT } from '../support/run-process.js';
+import { useRedisServer } from '../support/harness.js';
+import {
+  acceptDialogs,
+  collectProblems,
+  csrfOf,
+  dashboardTest,
+  HAS_CHROMIUM,
+  post,
+  scrollWidth,
+} from './fixture.js';
 
 const env = useRedisServer();
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = join(ROOT, 'test-artifacts');
+const it = dashboardTest(env, 'ctl');
 
-let mq: EchoMQ;
-let name: string;
-let q: Queue;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-
-useQueue(
-  env,
-  'ctl',
-  (f) => {
-    ({ mq, name, q } = f);
-  },
-  async () => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-  },
-);
-
-async function dashboard(opts: DashboardOptions = {}) {
-  const d = await startDashboard({ mq, port: 0, ...opts });
-  cleanups.push(() => d.close());
-  return d;
-}
-
-async function csrfOf(url: string): Promise<string> {
-  const m = /<meta name="csrf-token" content="([^"]+)">/.exec(await (await fetch(url)).text());
-  if (!m) throw new Error('no csrf meta tag on the page');
-  return m[1]!;
-}
-
-/** POSTs a control as the page script does (JSON reply); resolves with the status and body. */
-async function post(url: string, token: string, fields: Record<string, string> = {}) {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: {
-      accept: 'application/json',
-      'x-csrf-token': token,
-      'content-type': 'application/x-www-form-urlencoded',
-    },
-    body: new URLSearchParams(fields).toString(),
-  });
-  return { status: res.status, body: (await res.json()) as { result?: { message: string }; error?: string } };
-}
-
-/** Jobs waiting in lanes: tenant-a 5, tenant-b 2, tenant-c 1. */
-async function laneJobs(): Promise<void> {
+/** Jobs waiting in lanes of `q`: tenant-a 5, tenant-b 2, tenant-c 1. */
+async function laneJobs(q: Queue): Promise<void> {
   const groups = [
     'tenant-a',
     'tenant-a',
@@ -73,13 +35,18 @@ async function laneJobs(): Promise<void> {
   await q.enqueueMany(groups.map((group, i) => ({ data: { n: i }, opts: { group, name: 'mail' } })));
 }
 
-const laneOf = async (group: string) => (await q.lanes.list()).find((l) => l.group === group)!;
+/** The lane `group` of `q`, as lanes.list() reads it. */
+const laneOf = async (q: Queue, group: string) => (await q.lanes.list()).find((l) => l.group === group)!;
 
 // ── over HTTP ───────────────────────────────────────────────────────────────────
 
 describe('controls over HTTP', () => {
-  it('lanes: busiest first with waiting and oldest wait; pause, resume, concurrency and rate set and cleared', async () => {
-    await laneJobs();
+  it('lanes: busiest first with waiting and oldest wait; pause, resume, concurrency and rate set and cleared', async ({
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
+    await laneJobs(q);
     await q.lanes.configureDefault({ concurrency: 4 });
     const d = await dashboard();
     const page = await (await fetch(`${d.url}queues/${name}/lanes`)).text();
@@ -101,23 +68,23 @@ describe('controls over HTTP', () => {
     expect((await post(`${lane}/pause`, token)).body.result?.message).toBe(
       'lane tenant-a paused: its jobs wait, running ones finish',
     );
-    expect((await laneOf('tenant-a')).paused).toBe(true);
+    expect((await laneOf(q, 'tenant-a')).paused).toBe(true);
     expect((await post(`${lane}/pause`, token)).body.result?.message).toBe(
       'lane tenant-a was already paused',
     );
     await post(`${lane}/resume`, token);
-    expect((await laneOf('tenant-a')).paused).toBe(false);
+    expect((await laneOf(q, 'tenant-a')).paused).toBe(false);
 
     expect((await post(`${lane}/concurrency`, token, { concurrency: '2', do: 'set' })).status).toBe(200);
-    expect((await laneOf('tenant-a')).concurrency).toBe(2);
+    expect((await laneOf(q, 'tenant-a')).concurrency).toBe(2);
     await post(`${lane}/concurrency`, token, { concurrency: '2', do: 'clear' });
-    expect((await laneOf('tenant-a')).concurrency, 'the default for lanes again').toBe(4);
+    expect((await laneOf(q, 'tenant-a')).concurrency, 'the default for lanes again').toBe(4);
     expect((await post(`${lane}/rate`, token, { max: '10', perMs: '1000' })).body.result?.message).toBe(
       'lane tenant-a: at most 10 per 1000 ms',
     );
-    expect((await laneOf('tenant-a')).rateLimit).toEqual({ max: 10, perMs: 1000 });
+    expect((await laneOf(q, 'tenant-a')).rateLimit).toEqual({ max: 10, perMs: 1000 });
     await post(`${lane}/rate`, token, { do: 'clear' });
-    expect((await laneOf('tenant-a')).rateLimit).toBeNull();
+    expect((await laneOf(q, 'tenant-a')).rateLimit).toBeNull();
 
     // Refused: empty or non-numeric text, a zero window (the verb's own check), no CSRF token.
     const empty = await post(`${lane}/concurrency`, token, { concurrency: '' });
@@ -130,11 +97,15 @@ describe('controls over HTTP', () => {
     expect(zero.status).toBe(400);
     expect(zero.body.error).toContain('perMs >= 1');
     expect((await post(`${lane}/pause`, 'wrong')).status).toBe(403);
-    expect((await laneOf('tenant-a')).paused).toBe(false);
+    expect((await laneOf(q, 'tenant-a')).paused).toBe(false);
   });
 
-  it('the queue page lists the busiest lanes with pause / resume and links to every lane', async () => {
-    await laneJobs();
+  it('the queue page lists the busiest lanes with pause / resume and links to every lane', async ({
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
+    await laneJobs(q);
     for (let i = 0; i < 12; i++) await q.enqueue({}, { group: `quiet-${i}` });
     await q.lanes.pause('tenant-b');
     const d = await dashboard();
@@ -150,7 +121,11 @@ describe('controls over HTTP', () => {
     expect((await fetch(`${d.url}queues/${name}/lanes?offset=x`)).status).toBe(400);
   });
 
-  it('schedulers: run now releases the upcoming occurrence; remove; a repeat’s remove', async () => {
+  it('schedulers: run now releases the upcoming occurrence; remove; a repeat’s remove', async ({
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
     const up = await q.schedulers.upsert('hourly', { every: 3_600_000 }, { name: 'report' });
     await q.repeat.register('beat', 60_000, {});
     const d = await dashboard();
@@ -175,7 +150,11 @@ describe('controls over HTTP', () => {
     expect(await q.repeat.list()).toEqual([]);
   });
 
-  it('runs checked scheduled jobs now (bulk promote), reporting the ones that are not scheduled', async () => {
+  it('runs checked scheduled jobs now (bulk promote), reporting the ones that are not scheduled', async ({
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
     const a = await q.enqueueIn({ n: 1 }, 3_600_000);
     const b = await q.enqueueIn({ n: 2 }, 3_600_000);
     const c = await q.enqueue({ n: 3 });
@@ -200,8 +179,12 @@ describe('controls over HTTP', () => {
     expect((await q.counts()).scheduled).toBe(0);
   });
 
-  it('the queue toolbar: pause or resume, drain the waiting jobs and clean the tab’s ended ones, each with its count', async () => {
-    await laneJobs();
+  it('the queue toolbar: pause or resume, drain the waiting jobs and clean the tab’s ended ones, each with its count', async ({
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
+    await laneJobs(q);
     await q.enqueue({ flat: 1 });
     const gone = await q.enqueue({ c: 1 });
     await q.cancel(gone.id);
@@ -223,8 +206,12 @@ describe('controls over HTTP', () => {
     expect(await toolbar('dead')).not.toContain('Clean');
   });
 
-  it('read-only: no control forms, and every control answers 403', async () => {
-    await laneJobs();
+  it('read-only: no control forms, and every control answers 403', async ({
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
+    await laneJobs(q);
     await q.schedulers.upsert('hourly', { every: 3_600_000 });
     const d = await dashboard({ readOnly: true });
     const lanes = await (await fetch(`${d.url}queues/${name}/lanes`)).text();
@@ -233,40 +220,30 @@ describe('controls over HTTP', () => {
     expect(scheds).not.toContain('data-control');
     expect((await post(`${d.url}queues/${name}/lanes/tenant-a/pause`, 'x')).status).toBe(403);
     expect((await post(`${d.url}queues/${name}/schedulers/hourly/run`, 'x')).status).toBe(403);
-    expect((await laneOf('tenant-a')).paused).toBe(false);
+    expect((await laneOf(q, 'tenant-a')).paused).toBe(false);
   });
 });
 
 // ── in a browser ────────────────────────────────────────────────────────────────
 
-describe.skipIf(!existsSync(CHROMIUM))('controls in headless Chromium', () => {
-  it('pauses a lane, sets and clears its limits, runs a scheduler and checked jobs now, with confirms and toasts; 390 px fits', async () => {
-    const { chromium } = await import('playwright-core');
-    await laneJobs();
+describe.skipIf(!HAS_CHROMIUM)('controls in headless Chromium', () => {
+  it('pauses a lane, sets and clears its limits, runs a scheduler and checked jobs now, with confirms and toasts; 390 px fits', async ({
+    queueName: name,
+    q,
+    dashboard,
+    browser,
+    shots,
+  }) => {
+    await laneJobs(q);
     await q.lanes.configure('tenant-c', { rateLimit: { max: 5, perMs: 60_000 } });
     await q.schedulers.upsert('nightly', { pattern: '0 3 * * *', tz: 'Europe/Berlin' }, { name: 'report' });
     const every = await q.schedulers.upsert('hourly', { every: 3_600_000 }, { name: 'digest' });
     const later = [await q.enqueueIn({ n: 1 }, 3_600_000), await q.enqueueIn({ n: 2 }, 3_600_000)];
     const d = await dashboard();
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-    });
-    cleanups.push(() => browser.close());
-    mkdirSync(SHOTS, { recursive: true });
-    const problems: string[] = [];
-    const dialogs: string[] = [];
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.on('pageerror', (err) => problems.push(err.message));
-    page.on('console', (m) => {
-      // The one refusal this test provokes (an empty concurrency) is logged as a failed load.
-      if (m.type() === 'error' && !m.text().includes('status of 400')) problems.push(m.text());
-    });
-    page.on('dialog', (dialog) => {
-      dialogs.push(dialog.message());
-      void dialog.accept();
-    });
+    // The one refusal this test provokes (an empty concurrency) is logged as a failed load.
+    const problems = collectProblems(page, [], (text) => text.includes('status of 400'));
+    const dialogs = acceptDialogs(page);
     const toast = () => page.locator('.control-toast').last();
 
     // The queue page: the lanes card, busiest first, pauses a lane in place.
@@ -277,7 +254,7 @@ describe.skipIf(!existsSync(CHROMIUM))('controls in headless Chromium', () => {
       'Pause lane tenant-a? Its 5 waiting job(s) stay until it is resumed; running ones finish.',
     );
     expect(await toast().textContent()).toContain('lane tenant-a paused');
-    expect((await laneOf('tenant-a')).paused).toBe(true);
+    expect((await laneOf(q, 'tenant-a')).paused).toBe(true);
     expect(await page.locator('#lanes tr[data-lane="tenant-a"] .badge.paused').count()).toBe(1);
 
     // The lanes page: concurrency set, rate limit set and cleared, each saying what it did.
@@ -287,14 +264,14 @@ describe.skipIf(!existsSync(CHROMIUM))('controls in headless Chromium', () => {
     await b.locator('input[name="concurrency"]').fill('2');
     await b.locator('form[action$="/concurrency"] button[value="set"]').click();
     await expect.poll(() => toast().textContent()).toContain('lane tenant-b: concurrency 2');
-    expect((await laneOf('tenant-b')).concurrency).toBe(2);
+    expect((await laneOf(q, 'tenant-b')).concurrency).toBe(2);
     await b.locator('input[name="max"]').fill('20');
     await b.locator('input[name="perMs"]').fill('1000');
     await b.locator('form[action$="/rate"] button[value="set"]').click();
     await expect.poll(() => toast().textContent()).toContain('lane tenant-b: at most 20 per 1000 ms');
     await page.locator('[data-lane-card="tenant-c"] form[action$="/rate"] button[value="clear"]').click();
     await expect.poll(() => toast().textContent()).toContain('lane tenant-c: rate limit removed');
-    expect((await laneOf('tenant-c')).rateLimit).toBeNull();
+    expect((await laneOf(q, 'tenant-c')).rateLimit).toBeNull();
     // A refusal stays on the page, in a failed toast.
     await b.locator('input[name="concurrency"]').fill('');
     await b.locator('form[action$="/concurrency"] button[value="set"]').click();
@@ -303,7 +280,7 @@ describe.skipIf(!existsSync(CHROMIUM))('controls in headless Chromium', () => {
       'give a whole number',
     );
     expect(await page.locator('[data-lane-card="tenant-a"] .badge.paused').count()).toBe(1);
-    await page.screenshot({ path: join(SHOTS, 'operate-controls-desktop.png'), fullPage: true });
+    await page.screenshot({ path: join(shots, 'operate-controls-desktop.png'), fullPage: true });
 
     // The schedulers page: run now, with its confirm; the toast names the occurrence.
     await page.goto(`${d.url}queues/${name}/schedulers`);
@@ -313,7 +290,7 @@ describe.skipIf(!existsSync(CHROMIUM))('controls in headless Chromium', () => {
       'Run the upcoming occurrence of hourly now? The one after it comes at its usual time.',
     );
     expect((await q.get(every.jobId!))?.state).toBe('pending');
-    await page.screenshot({ path: join(SHOTS, 'operate-controls-schedulers-desktop.png'), fullPage: true });
+    await page.screenshot({ path: join(shots, 'operate-controls-schedulers-desktop.png'), fullPage: true });
 
     // The scheduled tab: checked jobs run now.
     await page.goto(`${d.url}queues/${name}?state=scheduled`);
@@ -338,16 +315,11 @@ describe.skipIf(!existsSync(CHROMIUM))('controls in headless Chromium', () => {
 
     // 390 px: the lanes page and the schedulers page fit the screen.
     const narrow = await browser.newPage({ viewport: { width: 390, height: 844 } });
-    const widthOf = () =>
-      narrow.evaluate(
-        () =>
-          (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
-            .documentElement.scrollWidth,
-      );
+    const widthOf = () => narrow.evaluate(scrollWidth);
     await narrow.goto(`${d.url}queues/${name}/lanes`);
     await narrow.locator('[data-lane-card]').first().waitFor();
     expect(await widthOf(), 'the lanes page is no wider than the screen').toBeLessThanOrEqual(390);
-    await narrow.screenshot({ path: join(SHOTS, 'operate-controls-390.png'), fullPage: true });
+    await narrow.screenshot({ path: join(shots, 'operate-controls-390.png'), fullPage: true });
     await narrow.goto(`${d.url}queues/${name}/schedulers`);
     expect(await widthOf(), 'the schedulers page is no wider than the screen').toBeLessThanOrEqual(390);
     await narrow.close();

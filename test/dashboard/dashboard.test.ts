@@ -13,7 +13,15 @@ import { dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
 import { EchoMQ } from '../../src/echomq.js';
 import { useRedisServer } from '../support/harness.js';
 import { freePort, RedisServer } from '../support/redis-server.js';
-import { CHROMIUM, csrfOf, dashboardTest, form, HAS_CHROMIUM, scrollWidth } from './fixture.js';
+import {
+  CHROMIUM,
+  collectProblems,
+  csrfOf,
+  dashboardTest,
+  form,
+  HAS_CHROMIUM,
+  scrollWidth,
+} from './fixture.js';
 
 const env = useRedisServer();
 const it = dashboardTest(env, 'dash');
@@ -548,11 +556,7 @@ describe.skipIf(!HAS_CHROMIUM)(
 
       const d = await dashboard();
       const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-      const problems: string[] = [];
-      page.on('pageerror', (err) => problems.push(err.message));
-      page.on('console', (m) => {
-        if (m.type() === 'error') problems.push(m.text());
-      });
+      const problems = collectProblems(page);
 
       // The overview: the queue with its counts and the chart.
       await page.goto(d.url);

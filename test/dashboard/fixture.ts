@@ -4,7 +4,7 @@
 // screenshots' folder. `dashboardTest(env, prefix)` is queueTest with these fixtures.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import type { EnqueueOptions } from '../../src/core/types.js';
 import { type DashboardOptions, startDashboard } from '../../src/dashboard/index.js';
 import type { Queue } from '../../src/queue.js';
@@ -62,6 +62,32 @@ export async function post(url: string, token: string, fields: Record<string, st
 export const scrollWidth = () =>
   (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
     .documentElement.scrollWidth;
+
+/**
+ * Collects the page's uncaught script errors and its console errors (but those `ignore` says
+ * are expected) into `into`; a test ends with expect(problems).toEqual([]).
+ */
+export function collectProblems(
+  page: Page,
+  into: string[] = [],
+  ignore?: (text: string) => boolean,
+): string[] {
+  page.on('pageerror', (err) => into.push(err.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !ignore?.(m.text())) into.push(m.text());
+  });
+  return into;
+}
+
+/** Accepts every confirm the page opens, keeping its message (the test pops the latest). */
+export function acceptDialogs(page: Page): string[] {
+  const dialogs: string[] = [];
+  page.on('dialog', (dialog) => {
+    dialogs.push(dialog.message());
+    void dialog.accept();
+  });
+  return dialogs;
+}
 
 /** Enqueues `jobs` on `q` and lets one consumer fail each for good; resolves with their ids once all are dead. */
 export async function deadJobs(q: Queue<unknown, unknown>, jobs: DeadJobSpec[]): Promise<string[]> {

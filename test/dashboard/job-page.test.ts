@@ -3,21 +3,13 @@
 // parent's children with their results; collapsible formatted JSON with a copy button; long
 // logs paged. Over HTTP, and in headless Chromium with screenshots at desktop and 390 px
 // (test-artifacts/job-page-desktop.png, job-page-390.png) and no horizontal overflow at 390 px.
-import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
-import { startDashboard } from '../../src/dashboard/index.js';
-import { queueTest, useRedisServer } from '../support/harness.js';
-import { ROOT } from '../support/run-process.js';
+import { useRedisServer } from '../support/harness.js';
+import { collectProblems, dashboardTest, HAS_CHROMIUM, scrollWidth } from './fixture.js';
 
 const env = useRedisServer();
-const it = queueTest<Record<string, unknown>, unknown>(env, 'jobpage');
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = join(ROOT, 'test-artifacts');
-/** The page's width, read in the browser (this file is compiled without the DOM's types). */
-const scrollWidth = () =>
-  (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
-    .documentElement.scrollWidth;
+const it = dashboardTest<Record<string, unknown>, unknown>(env, 'jobpage');
 const clipboardText = () =>
   (
     globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }
@@ -29,6 +21,7 @@ describe('the job page over HTTP', () => {
     mq,
     q,
     defer,
+    dashboard,
   }) => {
     const flow = await mq.flow({
       queue: q.name,
@@ -48,8 +41,7 @@ describe('the job page over HTTP', () => {
     );
     defer(() => c.close());
     await q.waitFor(flow.id, { timeoutMs: 10_000 });
-    const d = await startDashboard({ mq, port: 0 });
-    defer(() => d.close());
+    const d = await dashboard();
     const page = await (await fetch(`${d.url}queues/${q.name}/jobs/${flow.id}`)).text();
     for (const child of flow.children) {
       expect(page).toContain(`${child.id}</a>`);
@@ -66,13 +58,14 @@ describe('the job page over HTTP', () => {
   });
 });
 
-describe.skipIf(!existsSync(CHROMIUM))('the job page in headless Chromium', () => {
+describe.skipIf(!HAS_CHROMIUM)('the job page in headless Chromium', () => {
   it('explains a job that failed twice: attempts, JSON with copy, paged logs, an expired lease; 390 px fits', async ({
-    mq,
     q,
     defer,
+    dashboard,
+    browser,
+    shots,
   }) => {
-    const { chromium } = await import('playwright-core');
     const { id } = await q.enqueue(
       {
         customer: 'cus_4242',
@@ -104,15 +97,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the job page in headless Chromium', () =
     await expect.poll(async () => (await q.get(stuck.id))?.state).toBe('active');
     await new Promise((r) => setTimeout(r, 400)); // past the 300 ms lease
 
-    const d = await startDashboard({ mq, port: 0 });
-    defer(() => d.close());
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-    });
-    defer(() => browser.close());
-    mkdirSync(SHOTS, { recursive: true });
+    const d = await dashboard();
     const problems: string[] = [];
     for (const [label, viewport] of [
       ['desktop', { width: 1280, height: 900 }],
@@ -121,10 +106,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the job page in headless Chromium', () =
       const context = await browser.newContext({ viewport });
       await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: d.url });
       const page = await context.newPage();
-      page.on('pageerror', (err) => problems.push(err.message));
-      page.on('console', (m) => {
-        if (m.type() === 'error') problems.push(m.text());
-      });
+      collectProblems(page, problems);
       await page.goto(`${d.url}queues/${q.name}/jobs/${id}`);
       await page.locator('body[data-live="ready"]').waitFor();
 
@@ -150,9 +132,9 @@ describe.skipIf(!existsSync(CHROMIUM))('the job page in headless Chromium', () =
       expect(await page.locator('#job-created time').textContent()).toMatch(/\(\d+ s ago\)$/);
       if (label === '390') {
         // Two screenfuls as a phone shows them: the facts, then the attempts as cards.
-        await page.screenshot({ path: join(SHOTS, 'job-page-390-top.png') });
+        await page.screenshot({ path: join(shots, 'job-page-390-top.png') });
         await page.locator('#job-runs-box').evaluate((box) => box.scrollIntoView());
-        await page.screenshot({ path: join(SHOTS, 'job-page-390-attempts.png') });
+        await page.screenshot({ path: join(shots, 'job-page-390-attempts.png') });
       }
 
       // Formatted JSON, folded and unfolded, and copied as it reads.
@@ -179,7 +161,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the job page in headless Chromium', () =
       await page.locator('#job-logs-pager [data-logs="newer"]').click();
       await expect.poll(() => page.locator('#job-logs-range').textContent()).toBe('lines 101–200 of 240');
 
-      await page.screenshot({ path: join(SHOTS, `job-page-${label}.png`), fullPage: true });
+      await page.screenshot({ path: join(shots, `job-page-${label}.png`), fullPage: true });
       if (label === '390') {
         const width = await page.evaluate(scrollWidth);
         expect(width, 'the job page is no wider than the screen').toBeLessThanOrEqual(390);
@@ -191,7 +173,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the job page in headless Chromium', () =
       expect(await page.locator('#job-lease .badge.lease-expired').textContent()).toBe('expired');
       expect(await page.locator('#job-runs tbody tr').getAttribute('data-outcome')).toBe('running');
       expect(await page.locator('#job-runs td[data-label="consumer"]').textContent()).toBe(hung.id);
-      await page.screenshot({ path: join(SHOTS, `job-page-lease-${label}.png`), fullPage: true });
+      await page.screenshot({ path: join(shots, `job-page-lease-${label}.png`), fullPage: true });
       if (label === '390') {
         const width = await page.evaluate(scrollWidth);
         expect(width, 'the running job’s page is no wider than the screen').toBeLessThanOrEqual(390);

@@ -3,78 +3,31 @@
 // with their feedback, Retry N matching and Retry all as tasks with progress, the completed
 // count at the retention cap, and a chart one burst cannot flatten; over HTTP and in headless
 // Chromium, with screenshots at desktop and 390 px width under test-artifacts/.
-import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import type { EnqueueOptions } from '../../src/core/types.js';
-import { type DashboardOptions, startDashboard } from '../../src/dashboard/index.js';
+import { describe, expect } from 'vitest';
 import { chartScale, throughputSvg } from '../../src/dashboard/pages.js';
-import type { EchoMQ } from '../../src/echomq.js';
-import type { Queue } from '../../src/queue.js';
-import { useQueue, useRedisServer } from '../support/harness.js';
-import { ROOT } from '../support/run-process.js';
+import { useRedisServer } from '../support/harness.js';
+import {
+  acceptDialogs,
+  collectProblems,
+  csrfOf,
+  dashboardTest,
+  HAS_CHROMIUM,
+  scrollWidth,
+} from './fixture.js';
 
 const env = useRedisServer();
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = join(ROOT, 'test-artifacts');
-
-let mq: EchoMQ;
-let name: string;
-let q: Queue;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-
-useQueue(
-  env,
-  'ops',
-  (f) => {
-    ({ mq, name, q } = f);
-  },
-  async () => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-  },
-);
-
-async function dashboard(opts: DashboardOptions = {}) {
-  const d = await startDashboard({ mq, port: 0, ...opts });
-  cleanups.push(() => d.close());
-  return d;
-}
-
-/** Enqueues `jobs` and lets one consumer fail each for good; resolves once all are dead. */
-async function deadJobs(jobs: { data: unknown; opts?: EnqueueOptions; error?: string }[]): Promise<string[]> {
-  const errors = new Map<string, string>();
-  const ids: string[] = [];
-  for (const j of jobs) {
-    const { id } = await q.enqueue(j.data, { attempts: 1, ...j.opts });
-    errors.set(id, j.error ?? 'boom');
-    ids.push(id);
-  }
-  let left = ids.length;
-  const c = q.consume(
-    (job) => {
-      throw new Error(errors.get(job.id) ?? 'boom');
-    },
-    { concurrency: 20, beatMs: 200 },
-  );
-  await new Promise<void>((resolve) => {
-    c.on('failed', (_job, _err, outcome) => {
-      if (outcome === 'dead' && --left === 0) resolve();
-    });
-  });
-  await c.close({ timeoutMs: 0 });
-  return ids;
-}
-
-async function csrfOf(url: string): Promise<string> {
-  const m = /<meta name="csrf-token" content="([^"]+)">/.exec(await (await fetch(url)).text());
-  if (!m) throw new Error('no csrf meta tag on the page');
-  return m[1]!;
-}
+const it = dashboardTest(env, 'ops');
 
 // ── over HTTP ───────────────────────────────────────────────────────────────────
 
 describe('finding and acting over HTTP', () => {
-  it('opens a job by id (in its queue, or in whichever queue holds it), 404 otherwise', async () => {
+  it('opens a job by id (in its queue, or in whichever queue holds it), 404 otherwise', async ({
+    mq,
+    queueName: name,
+    q,
+    dashboard,
+  }) => {
     const { id } = await q.enqueue({ n: 1 }, { id: 'JOB-find-me' });
     const other = mq.queue(`${name}-b`);
     await other.enqueue({ n: 2 }, { id: 'JOB-twice' });
@@ -92,7 +45,11 @@ describe('finding and acting over HTTP', () => {
     expect(await none.text()).toContain('no job JOB-nowhere in any queue');
   });
 
-  it('filters by name, tag, error and data text, saying how far a bounded search read', async () => {
+  it('filters by name, tag, error and data text, saying how far a bounded search read', async ({
+    queueName: name,
+    dashboard,
+    deadJobs,
+  }) => {
     await deadJobs([
       {
         data: { to: 'ada@example.com' },
@@ -125,7 +82,12 @@ describe('finding and acting over HTTP', () => {
     expect(page).toContain('{&quot;to&quot;:&quot;bob@example.com&quot;}'); // the preview cell
   });
 
-  it('bulk retries checked rows and reports what each did; Retry all runs as a task', async () => {
+  it('bulk retries checked rows and reports what each did; Retry all runs as a task', async ({
+    queueName: name,
+    q,
+    dashboard,
+    deadJobs,
+  }) => {
     const ids = await deadJobs([{ data: 1 }, { data: 2 }, { data: 3 }]);
     const d = await dashboard();
     const token = await csrfOf(d.url);
@@ -178,10 +140,14 @@ describe('finding and acting over HTTP', () => {
     expect(Number(heights[0]![1])).toBeGreaterThan(118 / 5);
   });
 
-  it('says when the completed count sits at the retention cap', async () => {
+  it('says when the completed count sits at the retention cap', async ({
+    queueName: name,
+    q,
+    dashboard,
+    consumers,
+  }) => {
     await q.configure({ retention: { completed: { count: 3 } } });
-    const c = q.consume(() => 'ok', { concurrency: 4, beatMs: 200 });
-    cleanups.push(() => c.close({ timeoutMs: 0 }));
+    consumers.push(q.consume(() => 'ok', { concurrency: 4, beatMs: 200 }));
     const ids = (await q.enqueueMany(Array.from({ length: 2 }, (_, i) => ({ data: i })))).map((r) => r.id);
     for (const id of ids) await q.waitFor(id, { timeoutMs: 10_000 });
     const d = await dashboard();
@@ -200,9 +166,15 @@ describe('finding and acting over HTTP', () => {
 
 // ── in a browser ────────────────────────────────────────────────────────────────
 
-describe.skipIf(!existsSync(CHROMIUM))('operating in headless Chromium', () => {
-  it('finds jobs, bulk-retries checked rows, retries N matching and all (toast with progress); 390 px fits', async () => {
-    const { chromium } = await import('playwright-core');
+describe.skipIf(!HAS_CHROMIUM)('operating in headless Chromium', () => {
+  it('finds jobs, bulk-retries checked rows, retries N matching and all (toast with progress); 390 px fits', async ({
+    queueName: name,
+    q,
+    dashboard,
+    deadJobs,
+    browser,
+    shots,
+  }) => {
     const bulk = Array.from({ length: 1200 }, (_, i) => ({
       data: { invoice: 1000 + i, tenant: `t${i % 3}` },
       opts: { name: i % 4 === 0 ? 'refund' : 'charge', tags: i % 2 === 0 ? ['eu'] : ['us'] },
@@ -211,24 +183,9 @@ describe.skipIf(!existsSync(CHROMIUM))('operating in headless Chromium', () => {
     const ids = await deadJobs(bulk);
     const target = ids[7]!;
     const d = await dashboard();
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-    });
-    cleanups.push(() => browser.close());
-    mkdirSync(SHOTS, { recursive: true });
-    const problems: string[] = [];
-    const dialogs: string[] = [];
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.on('pageerror', (err) => problems.push(err.message));
-    page.on('console', (m) => {
-      if (m.type() === 'error') problems.push(m.text());
-    });
-    page.on('dialog', (dialog) => {
-      dialogs.push(dialog.message());
-      void dialog.accept();
-    });
+    const problems = collectProblems(page);
+    const dialogs = acceptDialogs(page);
 
     // Filters: name, tag and error text; the preview shows each job's data on one line.
     await page.goto(`${d.url}queues/${name}?state=dead`);
@@ -249,7 +206,7 @@ describe.skipIf(!existsSync(CHROMIUM))('operating in headless Chromium', () => {
     expect(await page.locator('#jobs time[data-local]').first().textContent()).toMatch(
       /\(\d+ (s|min) ago\)$/,
     );
-    await page.screenshot({ path: join(SHOTS, 'operate-filters-desktop.png'), fullPage: true });
+    await page.screenshot({ path: join(shots, 'operate-filters-desktop.png'), fullPage: true });
     // Retry N matching takes the filters retryAll has (name and error): not offered with a tag.
     expect(await page.locator('#jobs-card form[data-task]').count()).toBe(0);
 
@@ -298,7 +255,7 @@ describe.skipIf(!existsSync(CHROMIUM))('operating in headless Chromium', () => {
       'retry dead jobs: done, 1,098 of 1,098',
     );
     expect((await q.counts()).dead).toBe(0);
-    await page.screenshot({ path: join(SHOTS, 'operate-retry-all-desktop.png'), fullPage: true });
+    await page.screenshot({ path: join(shots, 'operate-retry-all-desktop.png'), fullPage: true });
 
     // Retry all is on the cancelled tab too.
     const cancelled = await q.enqueue({ c: 1 });
@@ -310,13 +267,9 @@ describe.skipIf(!existsSync(CHROMIUM))('operating in headless Chromium', () => {
     const narrow = await browser.newPage({ viewport: { width: 390, height: 844 } });
     await narrow.goto(`${d.url}queues/${name}?state=pending&name=charge`);
     await narrow.locator('#filters').waitFor();
-    const width = await narrow.evaluate(
-      () =>
-        (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
-          .documentElement.scrollWidth,
-    );
+    const width = await narrow.evaluate(scrollWidth);
     expect(width, 'the queue page is no wider than the screen').toBeLessThanOrEqual(390);
-    await narrow.screenshot({ path: join(SHOTS, 'operate-filters-390.png'), fullPage: true });
+    await narrow.screenshot({ path: join(shots, 'operate-filters-390.png'), fullPage: true });
     await narrow.close();
     expect(problems).toEqual([]);
   }, 240_000);
