@@ -1,9 +1,12 @@
-// The `echomq` command run as a child process from source (node --import tsx src/cli/index.ts), with
-// REDIS_URL pointing at this file's redis-server: what each command prints (tables and --json),
-// the state it leaves, and its exit code (0 ok, 1 usage or bad input, 2 not found, 3 no server).
+// The `echomq` command run as a child process, the bin as built (node dist/cli/index.js; `npm
+// test` builds first, and the file refuses a build older than src/), with REDIS_URL pointing at
+// this file's redis-server: what each command prints (tables and --json), the state it leaves,
+// and its exit code (0 ok, 1 usage or bad input, 2 not found, 3 no server).
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { describe, expect } from 'vitest';
+import { beforeAll, describe, expect } from 'vitest';
 import { parseDuration } from '../../src/core/duration.js';
 import type { EnqueueOptions } from '../../src/core/types.js';
 import type { Queue } from '../../src/queue.js';
@@ -13,14 +16,46 @@ import { ROOT } from '../support/run-process.js';
 
 const env = useRedisServer();
 /**
- * Every CLI run is a fresh node + tsx process: about a second on an idle machine, many more on
- * a busy one. Tests run a few at once and get generous time; none of them sleeps.
+ * Every CLI run is a fresh node process: under a second on an idle machine, tens of seconds on
+ * a loaded 2-core one (a test makes up to 11). Tests run a few at once and get time for that as
+ * a guard against a hang; none of them sleeps, none measures how long a run took.
  */
-const CHILD_PROCESSES = { concurrent: true, timeout: 180_000 };
+const CHILD_PROCESSES = { concurrent: true, timeout: 480_000 };
 
-/** queueTest (each test its own EchoMQ, raw client and queue `q`), and `newQueue()` for more queues. */
-const it = queueTest(env, 'cli').extend<{ newQueue: () => Queue }>({
+/** The `echomq` bin (package.json "bin"), as `npm run build` writes it. */
+const BIN = join(ROOT, 'dist', 'cli', 'index.js');
+
+beforeAll(() => {
+  // From source under tsx each run took 2-3 times as long (tsx's loader in every process).
+  const built = statSync(BIN, { throwIfNoEntry: false })?.mtimeMs ?? 0;
+  const src = join(ROOT, 'src');
+  const newer = readdirSync(src, { recursive: true, encoding: 'utf8' }).filter(
+    (f) => f.endsWith('.ts') && statSync(join(src, f)).mtimeMs > built,
+  );
+  if (newer.length > 0) {
+    throw new Error(`${BIN} is older than src/${newer[0]} (or missing): run npm run build first`);
+  }
+});
+
+/**
+ * queueTest (each test its own EchoMQ, raw client and queue `q`), `newQueue()` for more queues,
+ * and `live(args)`: a long-running CLI (tail, dashboard), killed after the test if still running.
+ */
+const it = queueTest(env, 'cli').extend<{ newQueue: () => Queue; live: typeof live }>({
   newQueue: async ({ mq }, use) => use(() => mq.queue(uniqueQueue('cli'))),
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+  live: async ({}, use) => {
+    const started: ChildProcess[] = [];
+    try {
+      await use((args, extra) => {
+        const l = live(args, extra);
+        started.push(l.child);
+        return l;
+      });
+    } finally {
+      for (const c of started) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    }
+  },
 });
 
 // ── helpers ─────────────────────────────────────────────────────────────────────
@@ -38,7 +73,7 @@ function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 function start(args: string[], extra: Record<string, string> = {}): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], {
+  return spawn(process.execPath, [BIN, ...args], {
     cwd: ROOT,
     env: childEnv(extra),
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -640,7 +675,7 @@ describe('tail, dashboard, bench', CHILD_PROCESSES, () => {
     expect(lines[0].time).toBe(Number(lines[0].streamId.split('-')[0]));
   });
 
-  it('tail follows new events live until it is sent SIGTERM, then exits 0', async ({ q }) => {
+  it('tail follows new events live until it is sent SIGTERM, then exits 0', async ({ q, live }) => {
     await q.enqueue({}, { id: 'JOBbefore' });
     const t = live(['tail', q.name, '--json']);
     await t.until((o) => o.stderr.includes('following queue'), 'it started following');
@@ -664,7 +699,7 @@ describe('tail, dashboard, bench', CHILD_PROCESSES, () => {
     expect(plain.stdout).toMatch(/^\d\d:\d\d:\d\d\.\d{3}\s+added\s+JOB/);
   });
 
-  it('dashboard serves on the port it prints until SIGINT, then exits 0', async () => {
+  it('dashboard serves on the port it prints until SIGINT, then exits 0', async ({ live }) => {
     const d = live(['dashboard', '--port', '0']);
     await d.until((o) => /dashboard on http:\S+/.test(o.stdout), 'it printed its url');
     const url = /dashboard on (http:\S+)/.exec(d.out.stdout)![1]!;
