@@ -29,7 +29,7 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
     ['started in order: big acme small big big big', 'lane acme: concurrency 1, 0 waiting'],
   ],
   ['examples/priorities.ts', ['password reset, invoice, receipt, weekly report']],
-  ['examples/rate-limits.ts', ['call 7', '7 calls in 3 windows of 500 ms']],
+  ['examples/rate-limits.ts', ['call 7', '7 calls, at most 3 started in any 500 ms']],
   ['examples/queue-concurrency.ts', ['6 renders, at most 2 at once across 3 consumers']],
   [
     'examples/back-pressure.ts',
