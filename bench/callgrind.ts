@@ -1,0 +1,158 @@
+// Redis instructions per job under callgrind: a private redis-server run by valgrind (--hz 1, so
+// its idle cron is ~0.1M instructions/s), EchoMQ and BullMQ driven through bench/adapters, counts
+// zeroed after a warm-up (1,100 jobs for c1, so retention is at its steady state) and divided by N.
+// Instruction counts hold on a loaded machine where seconds do not. Needs valgrind.
+//   npx tsx bench/callgrind.ts [c1|add|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job)
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Adapter } from './adapters/adapter.js';
+import { bullmqAdapter } from './adapters/bullmq.js';
+import { echomqAdapter } from './adapters/echomq.js';
+import { payloads } from './workloads.js';
+
+const what = process.argv[2] ?? 'all';
+const N = Number(process.argv[3] ?? 2000);
+const libs = (process.argv[4] ?? 'both') === 'both' ? ['echomq', 'bullmq'] : [process.argv[4]!];
+const OUT = join(tmpdir(), `emq-callgrind-${process.pid}`);
+
+const freePort = () =>
+  new Promise<number>((res) => {
+    const s = createServer();
+    s.listen(0, () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
+
+async function main() {
+  const adapters: Record<string, Adapter> = { echomq: echomqAdapter, bullmq: bullmqAdapter };
+  mkdirSync(OUT, { recursive: true });
+  const port = await freePort();
+  const vg = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${OUT}/cg.out`,
+      'redis-server',
+      '--port',
+      String(port),
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--hz',
+      process.env.HZ ?? '1',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let vgerr = '';
+  vg.stderr.on('data', (d) => (vgerr += d));
+  const url = `redis://127.0.0.1:${port}`;
+  // wait for it
+  for (let i = 0; ; i++) {
+    try {
+      execFileSync('redis-cli', ['-p', String(port), 'ping'], { stdio: 'pipe' });
+      break;
+    } catch {
+      if (i > 300) throw new Error(`redis did not start: ${vgerr}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const pid = vg.pid!;
+  const cli = (...a: string[]) => execFileSync('redis-cli', ['-p', String(port), ...a], { encoding: 'utf8' });
+  const zero = () => {
+    cli('CONFIG', 'RESETSTAT');
+    execFileSync('callgrind_control', ['-z', String(pid)], { stdio: 'pipe' });
+  };
+  const stats = (n: number) => {
+    if (!process.env.STATS) return '';
+    const out: string[] = [];
+    for (const m of cli('INFO', 'commandstats').matchAll(/cmdstat_(\S+):calls=(\d+),usec=(\d+)/g))
+      out.push(`${m[1]}=${(Number(m[2]) / n).toFixed(2)}`);
+    return `\n   ${out.join(' ')}`;
+  };
+  const total = (): number => {
+    execFileSync('callgrind_control', ['-d', String(pid)], { stdio: 'pipe' });
+    const files = readdirSync(OUT).filter((f) => /^cg\.out\.\d+/.test(f));
+    const f = files
+      .map((f) => [Number(f.split('.')[2]!.split('-')[0]), f] as const)
+      .sort((a, b) => b[0] - a[0])[0]![1];
+    const text = readFileSync(`${OUT}/${f}`, 'utf8');
+    let sum = 0;
+    for (const m of text.matchAll(/^(?:summary|totals): (\d+)/gm)) sum = Math.max(sum, Number(m[1]));
+    return sum;
+  };
+  const rows: string[] = [];
+  try {
+    for (const lib of libs) {
+      const a = adapters[lib];
+      if (!a) throw new Error(`no library ${lib}: echomq, bullmq or both`);
+      if (what === 'c1' || what === 'all') {
+        const q = `c1-${lib}-${Date.now()}`;
+        const s = await a.open(url, q);
+        const items = payloads(N + Number(process.env.WARM ?? 1100));
+        for (let i = 0; i < items.length; i += 500) await s.addBulk(items.slice(i, i + 500));
+        let done = 0;
+        let resolve!: () => void;
+        const all = new Promise<void>((r) => (resolve = r));
+        const warm = Number(process.env.WARM ?? 1100);
+        let startW!: () => void;
+        const warmed = new Promise<void>((r) => (startW = r));
+        const runner = await s.consume(1, {
+          onCompleted: () => {
+            done++;
+            if (done === warm) startW();
+            if (done === warm + N) resolve();
+          },
+        });
+        runner.start();
+        await warmed;
+        zero();
+        const t0 = performance.now();
+        await all;
+        const ir = total();
+        const ms = performance.now() - t0;
+        rows.push(
+          `${lib} c1: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, ${ms.toFixed(0)} ms, total ${ir})` +
+            stats(N),
+        );
+        await runner.close();
+        await s.close();
+      }
+      if (what === 'idle') {
+        zero();
+        await new Promise((r) => setTimeout(r, 5000));
+        rows.push(`idle 5 s: ${total()}`);
+      }
+      if (what === 'add' || what === 'all') {
+        const q = `add-${lib}-${Date.now()}`;
+        const s = await a.open(url, q);
+        const items = payloads(N + 50);
+        for (const d of items.slice(0, 50)) await s.add(d); // warm
+        zero();
+        const t0 = performance.now();
+        for (const d of items.slice(50)) await s.add(d);
+        const ir = total();
+        const ms = performance.now() - t0;
+        rows.push(
+          `${lib} add: ${(ir / N / 1000).toFixed(1)}k instr/add (N=${N}, ${ms.toFixed(0)} ms)${stats(N)}`,
+        );
+        await s.close();
+      }
+    }
+  } finally {
+    vg.kill('SIGTERM');
+  }
+  await new Promise((r) => vg.on('exit', r));
+  if (!process.env.KEEP) rmSync(OUT, { recursive: true, force: true });
+  else console.log('dumps in', OUT);
+  for (const r of rows) console.log(r);
+  process.exit(0);
+}
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
