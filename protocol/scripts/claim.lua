@@ -578,14 +578,10 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     local encoding = redis.pcall('OBJECT', 'ENCODING', K.active) -- false: no such key yet
     widen = encoding == false or encoding == 'listpack' or encoding == 'ziplist'
   end
-  if widen then
-    local wide = string.rep('~', 200)
-    redis.call('ZADD', K.active, '0', wide)
-    bulk('ZADD', K.active, leases)
-    redis.call('ZREM', K.active, wide)
-  else
-    bulk('ZADD', K.active, leases)
-  end
+  local wide = widen and string.rep('~', 200)
+  if wide then redis.call('ZADD', K.active, '0', wide) end
+  bulk('ZADD', K.active, leases)
+  if wide then redis.call('ZREM', K.active, wide) end
   if cap > 0 and got > 0 then redis.call('HINCRBY', K.meta, 'running', got) end
   emit_batch(K, emax, 'active', claimed, 'attempt', tries, false, by)
   if woke then wake(K) end -- a dead-lettered child released its flow parent
