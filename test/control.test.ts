@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
 import type { Queue } from '../src/queue.js';
 import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
+import { keyState } from './support/key-state.js';
 
 const env = useRedisServer();
 
@@ -26,14 +27,8 @@ function helpers({ q, raw, P }: { q: Queue; raw: Redis; P: string }) {
     });
   }
 
-  /** Every key of the queue, DUMPed: a refused change must leave all of them as they were. */
-  async function dump(): Promise<Record<string, string>> {
-    const out: Record<string, string> = {};
-    for (const k of (await raw.keys(`${P}*`)).sort()) {
-      out[k] = ((await raw.dumpBuffer(k)) ?? Buffer.alloc(0)).toString('hex');
-    }
-    return out;
-  }
+  /** Every key of the queue (test/support/key-state.ts): a refused change must leave all of them as they were. */
+  const dump = () => keyState(raw, P, { withTtl: true });
 
   async function refused(call: () => Promise<unknown>, code: string): Promise<void> {
     const before = await dump();

@@ -1,7 +1,7 @@
 // Bad input, thrown at every public verb and at the protocol scripts directly (fast-check). Each
 // call must end in a typed EchoMQError with a known code or a valid result, never an untyped or
 // raw Lua error; and a refused call must leave every key under the queue's prefix as it was
-// (DUMP of each key before and after). Runs are bounded so the file stays well under 40 s.
+// (each key's encoding and content before and after). Runs are bounded so the file stays well under 40 s.
 // The server loads the native module when it can be built (test/support/native-module.ts), so
 // promote and sweep_stalled are fuzzed as the module's commands, the runtime's way to them.
 import fc from 'fast-check';
@@ -14,6 +14,7 @@ import type { Queue } from '../src/queue.js';
 import { PROTOCOL_VERSION } from '../src/wire/keyspace.js';
 import { loadScripts, type ScriptName } from '../src/wire/scripts.js';
 import { helperFixtures, uniqueQueue, useRedisServer } from './support/harness.js';
+import { keyState } from './support/key-state.js';
 import { loadModuleArgs } from './support/native-module.js';
 import { poll } from './support/wait.js';
 
@@ -63,29 +64,8 @@ const refusals = new Map<string, number>();
 
 /** The file's helpers over one test's connection. */
 function helpers({ mq, raw }: Pick<{ mq: EchoMQ; raw: Redis }, 'mq' | 'raw'>) {
-  /** Every key under the queue's prefix that has no ttl, as DUMP bytes (hex) by name. */
-  async function snapshot(q: Queue): Promise<Record<string, string>> {
-    const keys: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, batch] = await raw.scan(cursor, 'MATCH', `${q.keys.prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      keys.push(...batch);
-    } while (cursor !== '0');
-    keys.sort();
-    const pipeline = raw.pipeline();
-    for (const k of keys) pipeline.pttl(k).dumpBuffer(k);
-    const replies = (await pipeline.exec()) ?? [];
-    const out: Record<string, string> = {};
-    for (const [i, k] of keys.entries()) {
-      const [e1, ttl] = replies[2 * i]!;
-      const [e2, value] = replies[2 * i + 1]!;
-      if (e1 || e2) throw e1 ?? e2;
-      // Keys with a ttl (dedupe windows, per-minute stats) may expire between two snapshots.
-      if (value && (ttl as number) < 0) out[k] = (value as Buffer).toString('hex');
-    }
-    return out;
-  }
+  /** Every key under the queue's prefix that has no ttl, by name (test/support/key-state.ts). */
+  const snapshot = (q: Queue) => keyState(raw, q.keys.prefix);
 
   /**
    * Runs `call`: a valid result passes `valid` (when given); a failure must be an EchoMQError with

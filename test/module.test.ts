@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NATIVE_COMMANDS } from '../src/wire/native-module.js';
 import { type CallRunner, files, replay, runScript, scripts } from './support/conformance.js';
 import { useRedisServer } from './support/harness.js';
+import { keyState } from './support/key-state.js';
 import { loadModuleArgs, nativeModule } from './support/native-module.js';
 
 /** The seeds' short form names only the first keys; the module names the rest by the prefix. */
@@ -87,10 +88,7 @@ describe.skipIf(!nativeModule.path)(
         await client.hset(`${p}lanes:concurrency`, 'g', 'many');
         await client.set(`${p}dedupe:dk`, 'JOB2');
       };
-      const snapshot = async () => {
-        const keys = (await client.keys(`${p}*`)).sort();
-        return Promise.all(keys.map(async (k) => [k, (await client.dumpBuffer(k))?.toString('hex')]));
-      };
+      const snapshot = () => keyState(client, p, { withTtl: true });
       const names = ['schedule', 'pending', 'events', 'wake', 'meta', 'ring', 'active', 'dead', 'cancelled'];
       const atom = fc.oneof(
         fc.constantFrom(
