@@ -253,8 +253,7 @@ describe('connection faults', () => {
   // The kill is aimed at that read while Redis has it blocked: the listing and the kill run in one
   // MULTI, so the test proves that order, not how soon a loaded machine gets there (it used to kill
   // every connection right after idle() and give the job 3.5 s, against ~2.2 s nominal). The main
-  // connection is left up: with no resend a command in flight on it would never settle either, and
-  // the beat awaits one between its reads; that is not the read this test is about.
+  // connection is left up: a command in flight on it is the next describe's case.
   it('a parked consumer whose blocked read was dropped (no ioredis resend) still claims new work and closes', async ({
     q,
     raw,
@@ -350,6 +349,61 @@ describe('replies lost to a dropped connection', () => {
       expect(outcomes).toEqual([`completed ${id}`]);
     } finally {
       await c.close({ timeoutMs: 0 });
+      await via.close();
+      await proxy.close();
+    }
+  });
+});
+
+describe('commands in flight on a dropped connection without ioredis resend', () => {
+  // With redisOptions.autoResendUnfulfilledCommands: false, ioredis neither resends nor settles a
+  // command that was in flight when its connection dropped: the consumer awaited that `complete`
+  // forever, the job stayed held and close() never resolved. The connector now settles such a
+  // command with a connection error, and the acknowledgement is sent again: the replay of a
+  // completion already stored under the same token is answered OK (complete.lua).
+  it('a completion whose reply was lost is settled, sent again and reported completed; close resolves', async ({
+    q,
+    raw,
+  }) => {
+    const proxy = await ReplyDropper.start(env.server.port);
+    const via = await EchoMQ.connect({
+      url: `redis://127.0.0.1:${proxy.port}`,
+      redisOptions: { autoResendUnfulfilledCommands: false },
+    });
+    const outcomes: string[] = [];
+    const errors: string[] = [];
+    const started = deferred();
+    const release = deferred();
+    await raw.script('LOAD', script('complete').body);
+    const c = via.queue<number, string>(q.name).consume(
+      async () => {
+        started.resolve();
+        await release.promise;
+        return 'stored';
+      },
+      { concurrency: 1, extendMs: 60_000, beatMs: 60_000 },
+    );
+    c.on('completed', (job) => outcomes.push(`completed ${job.id}`));
+    c.on('lost', (job) => outcomes.push(`lost ${job.id}`));
+    c.on('error', (err) => errors.push(String((err as { code?: string }).code)));
+    try {
+      const { id } = await q.enqueue(1);
+      await within(started.promise, 3000, 'the handler');
+      const dropped = proxy.dropReplyTo(script('complete').sha);
+      release.resolve();
+      await within(dropped, 3000, 'the complete reply to be dropped');
+      await poll(
+        async () => outcomes.length,
+        (n) => n > 0,
+        'an outcome event (the lost reply settled, the completion sent again)',
+        10_000,
+      );
+      expect(outcomes).toEqual([`completed ${id}`]);
+      expect(errors).toContain('EMQNOSERVER'); // the dropped call was reported, not swallowed
+      expect(await q.get(id)).toMatchObject({ state: 'completed', attempts: 1, result: 'stored' });
+      await within(c.close({ timeoutMs: 0 }), 10_000, 'close');
+    } finally {
+      await Promise.race([c.close({ timeoutMs: 0 }), pause(200)]);
       await via.close();
       await proxy.close();
     }

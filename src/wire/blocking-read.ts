@@ -3,7 +3,9 @@
 // fixed in one place.
 //
 // - The watchdog does not trust the client to settle a read that was in flight on a dropped
-//   connection (with autoResendUnfulfilledCommands off, ioredis never does): WATCHDOG_GRACE_MS
+//   connection (with autoResendUnfulfilledCommands off, ioredis never does; the connector now
+//   settles those on the drop, and the watchdog still covers a drop the client never noticed,
+//   such as a half-open socket): WATCHDOG_GRACE_MS
 //   after the read should have ended, it drops the connection (which reconnects) and stops
 //   waiting by itself; the caller reads again from the id it holds, so nothing is missed.
 // - Redis ends timed blocking reads on its cron tick (about 100 ms late at the default hz 10).

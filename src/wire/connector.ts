@@ -49,6 +49,26 @@ export interface Dependent {
   close(opts?: { timeoutMs?: number }): Promise<void>;
 }
 
+/**
+ * With `autoResendUnfulfilledCommands: false`, ioredis neither resends nor settles a command
+ * that was in flight when its connection dropped: it forgets it on reconnect, and whoever
+ * awaits it (a consumer's beat, close()) waits forever. On the drop, this settles those
+ * commands with a connection error (EMQNOSERVER once explained), so the caller goes on as after
+ * any failed call. Their outcome is unknown, which the protocol allows for everywhere: a repeated
+ * acknowledgement is fenced by its token, a claim whose reply was lost is recovered when its lease
+ * runs out. Commands not yet sent (ioredis's offline queue) are left to be sent on reconnect.
+ */
+function settleDroppedCommands(client: RedisClient): void {
+  if (!(client instanceof Redis) || client.options.autoResendUnfulfilledCommands !== false) return;
+  client.on('close', () => {
+    const lost = new Error(
+      'Connection is closed with this command in flight; with autoResendUnfulfilledCommands off it is not resent, so its outcome is unknown',
+    );
+    for (let item = client.commandQueue.shift(); item; item = client.commandQueue.shift())
+      item.command.reject(lost);
+  });
+}
+
 /** Called after every script call: verb, duration in ms, and the error when it failed. */
 export type ScriptObserver = (name: string, ms: number, error?: unknown) => void;
 
@@ -75,6 +95,7 @@ export class Connector {
     /** The memory engine behind a `memory://` URL; undefined on Redis. */
     readonly memory?: MemoryEngine,
   ) {
+    settleDroppedCommands(client);
     if (!owned) return;
     // ioredis reconnects by itself; without a listener every drop would print "Unhandled error".
     client.on('error', (err) => {
@@ -278,6 +299,7 @@ export class Connector {
     this.assertOpen();
     const dup = this.client.duplicate() as RedisClient;
     dup.on('error', () => {}); // it reconnects by itself, as the client does
+    settleDroppedCommands(dup);
     this.extra.add(dup);
     return dup;
   }
