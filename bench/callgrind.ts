@@ -2,7 +2,8 @@
 // its idle cron is ~0.1M instructions/s), EchoMQ and BullMQ driven through bench/adapters, counts
 // zeroed after a warm-up (1,100 jobs for c1, so retention is at its steady state) and divided by N.
 // Instruction counts hold on a loaded machine where seconds do not. Needs valgrind.
-//   npx tsx bench/callgrind.ts [c1|add|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job)
+//   npx tsx bench/callgrind.ts [c1|c100|add|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job)
+//   c100: N processed at concurrency 100 out of a backlog of WAITING (default N) jobs
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -85,43 +86,50 @@ async function main() {
     for (const m of text.matchAll(/^(?:summary|totals): (\d+)/gm)) sum = Math.max(sum, Number(m[1]));
     return sum;
   };
+  /**
+   * Processes N jobs at `concurrency` out of a backlog of `waiting` (+ the warm-up's), after a
+   * warm-up of WARM jobs (1,100: retention at its steady state): instructions per job.
+   */
+  const processing = async (a: Adapter, lib: string, concurrency: number, waiting: number) => {
+    const q = `c${concurrency}-${lib}-${Date.now()}`;
+    const s = await a.open(url, q);
+    const warm = Number(process.env.WARM ?? 1100);
+    const items = payloads(Math.max(waiting, N) + warm);
+    for (let i = 0; i < items.length; i += 1000) await s.addBulk(items.slice(i, i + 1000));
+    let done = 0;
+    let resolve!: () => void;
+    const all = new Promise<void>((r) => (resolve = r));
+    let startW!: () => void;
+    const warmed = new Promise<void>((r) => (startW = r));
+    const runner = await s.consume(concurrency, {
+      onCompleted: () => {
+        done++;
+        if (done === warm) startW();
+        if (done === warm + N) resolve();
+      },
+    });
+    runner.start();
+    await warmed;
+    zero();
+    const t0 = performance.now();
+    await all;
+    const ir = total();
+    const ms = performance.now() - t0;
+    await runner.close();
+    await s.close();
+    const backlog = concurrency === 1 ? '' : `, backlog ${Math.max(waiting, N) + warm}`;
+    return (
+      `${lib} c${concurrency}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}${backlog}, ${ms.toFixed(0)} ms, total ${ir})` +
+      stats(N)
+    );
+  };
   const rows: string[] = [];
   try {
     for (const lib of libs) {
       const a = adapters[lib];
       if (!a) throw new Error(`no library ${lib}: echomq, bullmq or both`);
-      if (what === 'c1' || what === 'all') {
-        const q = `c1-${lib}-${Date.now()}`;
-        const s = await a.open(url, q);
-        const items = payloads(N + Number(process.env.WARM ?? 1100));
-        for (let i = 0; i < items.length; i += 500) await s.addBulk(items.slice(i, i + 500));
-        let done = 0;
-        let resolve!: () => void;
-        const all = new Promise<void>((r) => (resolve = r));
-        const warm = Number(process.env.WARM ?? 1100);
-        let startW!: () => void;
-        const warmed = new Promise<void>((r) => (startW = r));
-        const runner = await s.consume(1, {
-          onCompleted: () => {
-            done++;
-            if (done === warm) startW();
-            if (done === warm + N) resolve();
-          },
-        });
-        runner.start();
-        await warmed;
-        zero();
-        const t0 = performance.now();
-        await all;
-        const ir = total();
-        const ms = performance.now() - t0;
-        rows.push(
-          `${lib} c1: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, ${ms.toFixed(0)} ms, total ${ir})` +
-            stats(N),
-        );
-        await runner.close();
-        await s.close();
-      }
+      if (what === 'c1' || what === 'all') rows.push(await processing(a, lib, 1, N));
+      if (what === 'c100') rows.push(await processing(a, lib, 100, Number(process.env.WAITING ?? N)));
       if (what === 'idle') {
         zero();
         await new Promise((r) => setTimeout(r, 5000));
