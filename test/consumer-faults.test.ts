@@ -306,6 +306,58 @@ function blockedRead(list: string, name: string): string | undefined {
     .find((l) => l.includes(` name=${name} `) && / cmd=xread( |$)/.test(l) && / flags=\w*b/.test(l));
 }
 
+/**
+ * One job whose `complete` reply the proxy drops (the server stored it): what the consumer then
+ * reported (outcome events, error codes) and the job's row, once an outcome came; close() is
+ * awaited with a bound, so a consumer stuck on an unsettled call fails the test, not the file.
+ */
+async function completionWithLostReply(
+  q: Queue<number, number>,
+  raw: Redis,
+  redisOptions: { autoResendUnfulfilledCommands?: boolean } = {},
+) {
+  const proxy = await ReplyDropper.start(env.server.port);
+  const via = await EchoMQ.connect({ url: `redis://127.0.0.1:${proxy.port}`, redisOptions });
+  const outcomes: string[] = [];
+  const errors: string[] = [];
+  const started = deferred();
+  const release = deferred();
+  // The sha must be known to the server, so the EVALSHA itself runs (not a NOSCRIPT retry).
+  await raw.script('LOAD', script('complete').body);
+  const c = via.queue<number, string>(q.name).consume(
+    async () => {
+      started.resolve();
+      await release.promise;
+      return 'stored';
+    },
+    // Nothing else on the connection while the reply is in flight: no extension, no beat.
+    { concurrency: 1, extendMs: 60_000, beatMs: 60_000 },
+  );
+  c.on('completed', (job) => outcomes.push(`completed ${job.id}`));
+  c.on('lost', (job) => outcomes.push(`lost ${job.id}`));
+  c.on('error', (err) => errors.push(String((err as { code?: string }).code)));
+  try {
+    const { id } = await q.enqueue(1);
+    await within(started.promise, 3000, 'the handler');
+    const dropped = proxy.dropReplyTo(script('complete').sha);
+    release.resolve();
+    await within(dropped, 3000, 'the complete reply to be dropped');
+    await poll(
+      async () => outcomes.length,
+      (n) => n > 0,
+      'an outcome event',
+      10_000,
+    );
+    const row = await q.get(id);
+    await within(c.close({ timeoutMs: 0 }), 10_000, 'close');
+    return { id, outcomes, errors, row };
+  } finally {
+    await Promise.race([c.close({ timeoutMs: 0 }), pause(200)]);
+    await Promise.race([via.close(), pause(2000)]); // bounded too: it waits for that consumer
+    await proxy.close();
+  }
+}
+
 describe('replies lost to a dropped connection', () => {
   // BUG: when the connection drops after `complete` ran but before its reply arrived, ioredis
   // resends the EVALSHA on reconnect; the second run finds the job already completed (by this very
@@ -315,97 +367,25 @@ describe('replies lost to a dropped connection', () => {
   // already `completed` with the same token as 'OK' (the token only changes on a claim, so this is
   // the same lease's completion replayed); fail.lua could do the same for a replayed failure.
   it('a completion whose reply was lost and resent is reported completed, not lost', async ({ q, raw }) => {
-    const proxy = await ReplyDropper.start(env.server.port);
-    const via = await EchoMQ.connect({ url: `redis://127.0.0.1:${proxy.port}` });
-    const outcomes: string[] = [];
-    const started = deferred();
-    const release = deferred();
-    // The sha must be known to the server, so the EVALSHA itself runs (not a NOSCRIPT retry).
-    await raw.script('LOAD', script('complete').body);
-    const c = via.queue<number, string>(q.name).consume(
-      async () => {
-        started.resolve();
-        await release.promise;
-        return 'stored';
-      },
-      // Nothing else on the connection while the reply is in flight: no extension, no beat.
-      { concurrency: 1, extendMs: 60_000, beatMs: 60_000 },
-    );
-    c.on('completed', (job) => outcomes.push(`completed ${job.id}`));
-    c.on('lost', (job) => outcomes.push(`lost ${job.id}`));
-    try {
-      const { id } = await q.enqueue(1);
-      await within(started.promise, 3000, 'the handler');
-      const dropped = proxy.dropReplyTo(script('complete').sha);
-      release.resolve();
-      await within(dropped, 3000, 'the complete reply to be dropped');
-      await poll(
-        async () => outcomes.length,
-        (n) => n > 0,
-        'an outcome event',
-        5000,
-      );
-      expect(await q.get(id)).toMatchObject({ state: 'completed', attempts: 1, result: 'stored' });
-      expect(outcomes).toEqual([`completed ${id}`]);
-    } finally {
-      await c.close({ timeoutMs: 0 });
-      await via.close();
-      await proxy.close();
-    }
+    const { id, outcomes, row } = await completionWithLostReply(q, raw);
+    expect(row).toMatchObject({ state: 'completed', attempts: 1, result: 'stored' });
+    expect(outcomes).toEqual([`completed ${id}`]);
   });
-});
 
-describe('commands in flight on a dropped connection without ioredis resend', () => {
   // With redisOptions.autoResendUnfulfilledCommands: false, ioredis neither resends nor settles a
   // command that was in flight when its connection dropped: the consumer awaited that `complete`
   // forever, the job stayed held and close() never resolved. The connector now settles such a
   // command with a connection error, and the acknowledgement is sent again: the replay of a
   // completion already stored under the same token is answered OK (complete.lua).
-  it('a completion whose reply was lost is settled, sent again and reported completed; close resolves', async ({
+  it('without ioredis resend, the lost reply is settled, the completion sent again and reported completed; close resolves', async ({
     q,
     raw,
   }) => {
-    const proxy = await ReplyDropper.start(env.server.port);
-    const via = await EchoMQ.connect({
-      url: `redis://127.0.0.1:${proxy.port}`,
-      redisOptions: { autoResendUnfulfilledCommands: false },
+    const { id, outcomes, errors, row } = await completionWithLostReply(q, raw, {
+      autoResendUnfulfilledCommands: false,
     });
-    const outcomes: string[] = [];
-    const errors: string[] = [];
-    const started = deferred();
-    const release = deferred();
-    await raw.script('LOAD', script('complete').body);
-    const c = via.queue<number, string>(q.name).consume(
-      async () => {
-        started.resolve();
-        await release.promise;
-        return 'stored';
-      },
-      { concurrency: 1, extendMs: 60_000, beatMs: 60_000 },
-    );
-    c.on('completed', (job) => outcomes.push(`completed ${job.id}`));
-    c.on('lost', (job) => outcomes.push(`lost ${job.id}`));
-    c.on('error', (err) => errors.push(String((err as { code?: string }).code)));
-    try {
-      const { id } = await q.enqueue(1);
-      await within(started.promise, 3000, 'the handler');
-      const dropped = proxy.dropReplyTo(script('complete').sha);
-      release.resolve();
-      await within(dropped, 3000, 'the complete reply to be dropped');
-      await poll(
-        async () => outcomes.length,
-        (n) => n > 0,
-        'an outcome event (the lost reply settled, the completion sent again)',
-        10_000,
-      );
-      expect(outcomes).toEqual([`completed ${id}`]);
-      expect(errors).toContain('EMQNOSERVER'); // the dropped call was reported, not swallowed
-      expect(await q.get(id)).toMatchObject({ state: 'completed', attempts: 1, result: 'stored' });
-      await within(c.close({ timeoutMs: 0 }), 10_000, 'close');
-    } finally {
-      await Promise.race([c.close({ timeoutMs: 0 }), pause(200)]);
-      await via.close();
-      await proxy.close();
-    }
+    expect(outcomes).toEqual([`completed ${id}`]);
+    expect(errors).toContain('EMQNOSERVER'); // the dropped call was reported, not swallowed
+    expect(row).toMatchObject({ state: 'completed', attempts: 1, result: 'stored' });
   });
 });
