@@ -5,7 +5,6 @@
 // finished or failed already) a late call changes nothing and throws EMQLEASE. Nothing extends
 // these leases by itself: call extend() before leaseMs runs out, or recovery returns the job.
 
-import type { BackoffPolicy } from '../core/backoff.js';
 import { atLeast, knownKeys } from '../core/check.js';
 import { encodeJson } from '../core/codec.js';
 import { EchoMQError, optionsObject, thrownError } from '../core/errors.js';
@@ -15,7 +14,7 @@ import * as verbs from '../wire/verbs/index.js';
 import { clip } from './acks.js';
 import { DEFAULT_BACKOFF } from './options.js';
 import { retryDecision } from './retry-policy.js';
-import { type JobControl, runningJobs, UnrecoverableError } from './running.js';
+import { ClaimedFields, decodeClaims, UnrecoverableError } from './running.js';
 
 export interface ClaimOptions {
   /** Lease length in ms of each job claimed (extend() pushes it). Default 30000. */
@@ -27,21 +26,15 @@ const MAX_ERROR_BYTES = 2048;
 const MAX_STACK_BYTES = 8192;
 
 /** A job claimed by hand: its lease token fences every call below. */
-export class ClaimedJob<D = unknown, R = unknown> implements Job<D> {
+export class ClaimedJob<D = unknown, R = unknown> extends ClaimedFields<D> implements Job<D> {
   constructor(
     private readonly queue: QueueWire,
-    readonly id: string,
-    /** The lease token this claim holds (SPEC 8): opaque decimal text. */
-    readonly token: string,
-    readonly attempts: number,
-    readonly maxAttempts: number,
-    readonly data: D,
-    readonly name: string | undefined,
-    /** The job's own retry policy, if it has one. */
-    readonly backoff: BackoffPolicy | undefined,
+    f: ClaimedFields<D>,
     /** The lease length every extend() without an argument renews. */
     readonly leaseMs: number,
-  ) {}
+  ) {
+    super(f.id, f.token, f.attempts, f.maxAttempts, f.data, f.name, f.backoff);
+  }
 
   /** Completes the job with `result`; EMQLEASE when the lease is no longer this claim's. */
   async complete(result?: R): Promise<void> {
@@ -111,16 +104,6 @@ export class ClaimedJob<D = unknown, R = unknown> implements Job<D> {
   }
 }
 
-/** The ctx a ClaimedJob's decode needs: manual jobs run no handler, so none of it is called. */
-const NO_CONTROL: JobControl<unknown> = {
-  checkpoint: () => Promise.resolve(),
-  progress: () => Promise.resolve(),
-  log: () => {},
-  update: () => Promise.resolve(),
-  childrenResults: () => Promise.resolve({}),
-  childrenFailures: () => Promise.resolve({}),
-};
-
 /** queue.claim(): up to n jobs under leases of leaseMs; a job with bad stored data is dead-lettered, not returned. */
 export async function claimJobs<D, R>(
   queue: QueueWire,
@@ -132,18 +115,8 @@ export async function claimJobs<D, R>(
   const leaseMs = atLeast(opts.leaseMs ?? 30_000, 'leaseMs', 1);
   const { jobs } = await verbs.claim(queue, count, leaseMs);
   const out: ClaimedJob<D, R>[] = [];
-  for (const { job, bad } of runningJobs(NO_CONTROL as JobControl<D>, jobs)) {
-    const claimed = new ClaimedJob<D, R>(
-      queue,
-      job.id,
-      job.token,
-      job.attempts,
-      job.maxAttempts,
-      job.data,
-      job.name,
-      job.backoff,
-      leaseMs,
-    );
+  for (const { fields, bad } of decodeClaims<D>(jobs)) {
+    const claimed = new ClaimedJob<D, R>(queue, fields, leaseMs);
     if (bad)
       await claimed.fail(bad); // it can never run as stored (SPEC 5.1)
     else out.push(claimed);

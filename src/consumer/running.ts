@@ -26,7 +26,25 @@ export interface JobControl<D> {
   childrenFailures(job: Running<D>): Promise<Record<string, string>>;
 }
 
-export class Running<D> implements Job<D>, JobContext {
+/**
+ * A claimed job as its claim handed it over, decoded (SPEC 19 claim): what the consumer's running
+ * job and a hand-claimed job (queue.claim) both are.
+ */
+export class ClaimedFields<D> {
+  constructor(
+    readonly id: string,
+    /** The lease token this claim holds (SPEC 8): opaque decimal text. */
+    readonly token: string,
+    readonly attempts: number,
+    readonly maxAttempts: number,
+    readonly data: D,
+    readonly name: string | undefined,
+    /** The job's own retry policy, if it has one. */
+    readonly backoff: BackoffPolicy | undefined,
+  ) {}
+}
+
+export class Running<D> extends ClaimedFields<D> implements Job<D>, JobContext {
   private controller: AbortController | undefined;
   aborted: Abort | undefined;
   /** Set when the job left this consumer (handed back, or lost): its outcome is not sent. */
@@ -44,14 +62,10 @@ export class Running<D> implements Job<D>, JobContext {
 
   constructor(
     private readonly control: JobControl<D>,
-    readonly id: string,
-    readonly token: string,
-    readonly attempts: number,
-    readonly maxAttempts: number,
-    readonly data: D,
-    readonly name: string | undefined,
-    readonly backoff: BackoffPolicy | undefined,
-  ) {}
+    f: ClaimedFields<D>,
+  ) {
+    super(f.id, f.token, f.attempts, f.maxAttempts, f.data, f.name, f.backoff);
+  }
 
   // The controller is made on first use: most handlers never look at the signal.
   get signal(): AbortSignal {
@@ -129,10 +143,16 @@ export interface Claimed<D> {
 
 /** The jobs a claim took (verbs.claim's), each ready to run or marked bad. */
 export function runningJobs<D>(control: JobControl<D>, jobs: readonly verbs.ClaimedJob[]): Claimed<D>[] {
+  return decodeClaims<D>(jobs).map(({ fields, bad }) => ({ job: new Running<D>(control, fields), bad }));
+}
+
+/** The claim's jobs decoded; `bad`: the error that dead-letters one that can never run as stored. */
+export function decodeClaims<D>(
+  jobs: readonly verbs.ClaimedJob[],
+): { fields: ClaimedFields<D>; bad: UnrecoverableError | undefined }[] {
   return jobs.map((c) => {
     const decoded = decodeClaimed(c.id, c.payload, c.backoff);
-    const job = new Running<D>(
-      control,
+    const fields = new ClaimedFields<D>(
       c.id,
       c.token,
       c.attempts,
@@ -141,7 +161,7 @@ export function runningJobs<D>(control: JobControl<D>, jobs: readonly verbs.Clai
       c.name || undefined,
       decoded.backoff,
     );
-    return { job, bad: decoded.bad };
+    return { fields, bad: decoded.bad };
   });
 }
 
