@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { EchoMQ } from '../src/echomq.js';
 import { calculateNextMillis } from '../src/recurring/next-run.js';
 import { AHEAD, type StoredRepeat } from '../src/recurring/schedulers.js';
-import { uniqueQueue, useRedisServer } from './support/harness.js';
+import { queueKey, uniqueQueue, useRedisServer } from './support/harness.js';
 import { poll } from './support/observe.js';
 
 const env = useRedisServer();
@@ -18,7 +18,7 @@ async function open() {
   const raw = env.server.client();
   const name = uniqueQueue('ahead');
   const q = mq.queue(name);
-  const key = (suffix: string) => `emq:{${name}}:${suffix}`;
+  const key = (suffix: string) => queueKey(name, suffix);
   const record = async (id: string) => raw.hgetall(key(`scheduler:${id}`));
   const close = async () => {
     await mq.close();
