@@ -5,6 +5,7 @@
 // finished or failed already) a late call changes nothing and throws EMQLEASE. Nothing extends
 // these leases by itself: call extend() before leaseMs runs out, or recovery returns the job.
 
+import type { BackoffPolicy } from '../core/backoff.js';
 import { atLeast, knownKeys } from '../core/check.js';
 import { encodeJson } from '../core/codec.js';
 import { EchoMQError, optionsObject, thrownError } from '../core/errors.js';
@@ -29,11 +30,13 @@ const MAX_STACK_BYTES = 8192;
 export class ClaimedJob<D = unknown, R = unknown> extends ClaimedFields<D> implements Job<D> {
   constructor(
     private readonly queue: QueueWire,
-    f: ClaimedFields<D>,
+    c: verbs.ClaimedJob,
+    data: D,
+    backoff: BackoffPolicy | undefined,
     /** The lease length every extend() without an argument renews. */
     readonly leaseMs: number,
   ) {
-    super(f.id, f.token, f.attempts, f.maxAttempts, f.data, f.name, f.backoff);
+    super(c, data, backoff);
   }
 
   /** Completes the job with `result`; EMQLEASE when the lease is no longer this claim's. */
@@ -115,8 +118,11 @@ export async function claimJobs<D, R>(
   const leaseMs = atLeast(opts.leaseMs ?? 30_000, 'leaseMs', 1);
   const { jobs } = await verbs.claim(queue, count, leaseMs);
   const out: ClaimedJob<D, R>[] = [];
-  for (const { fields, bad } of decodeClaims<D>(jobs)) {
-    const claimed = new ClaimedJob<D, R>(queue, fields, leaseMs);
+  const made = decodeClaims(
+    jobs,
+    (c, data: D, backoff) => new ClaimedJob<D, R>(queue, c, data, backoff, leaseMs),
+  );
+  for (const { job: claimed, bad } of made) {
     if (bad)
       await claimed.fail(bad); // it can never run as stored (SPEC 5.1)
     else out.push(claimed);

@@ -31,17 +31,25 @@ export interface JobControl<D> {
  * job and a hand-claimed job (queue.claim) both are.
  */
 export class ClaimedFields<D> {
+  readonly id: string;
+  /** The lease token this claim holds (SPEC 8): opaque decimal text. */
+  readonly token: string;
+  readonly attempts: number;
+  readonly maxAttempts: number;
+  readonly name: string | undefined;
+
   constructor(
-    readonly id: string,
-    /** The lease token this claim holds (SPEC 8): opaque decimal text. */
-    readonly token: string,
-    readonly attempts: number,
-    readonly maxAttempts: number,
+    c: verbs.ClaimedJob,
     readonly data: D,
-    readonly name: string | undefined,
     /** The job's own retry policy, if it has one. */
     readonly backoff: BackoffPolicy | undefined,
-  ) {}
+  ) {
+    this.id = c.id;
+    this.token = c.token;
+    this.attempts = c.attempts;
+    this.maxAttempts = c.max;
+    this.name = c.name || undefined;
+  }
 }
 
 export class Running<D> extends ClaimedFields<D> implements Job<D>, JobContext {
@@ -62,9 +70,11 @@ export class Running<D> extends ClaimedFields<D> implements Job<D>, JobContext {
 
   constructor(
     private readonly control: JobControl<D>,
-    f: ClaimedFields<D>,
+    c: verbs.ClaimedJob,
+    data: D,
+    backoff: BackoffPolicy | undefined,
   ) {
-    super(f.id, f.token, f.attempts, f.maxAttempts, f.data, f.name, f.backoff);
+    super(c, data, backoff);
   }
 
   // The controller is made on first use: most handlers never look at the signal.
@@ -143,25 +153,20 @@ export interface Claimed<D> {
 
 /** The jobs a claim took (verbs.claim's), each ready to run or marked bad. */
 export function runningJobs<D>(control: JobControl<D>, jobs: readonly verbs.ClaimedJob[]): Claimed<D>[] {
-  return decodeClaims<D>(jobs).map(({ fields, bad }) => ({ job: new Running<D>(control, fields), bad }));
+  return decodeClaims(jobs, (c, data: D, backoff) => new Running<D>(control, c, data, backoff));
 }
 
-/** The claim's jobs decoded; `bad`: the error that dead-letters one that can never run as stored. */
-export function decodeClaims<D>(
+/**
+ * The claim's jobs decoded and made into `make`'s kind of job (no object in between); `bad`: the
+ * error that dead-letters one that can never run as stored.
+ */
+export function decodeClaims<D, J>(
   jobs: readonly verbs.ClaimedJob[],
-): { fields: ClaimedFields<D>; bad: UnrecoverableError | undefined }[] {
+  make: (c: verbs.ClaimedJob, data: D, backoff: BackoffPolicy | undefined) => J,
+): { job: J; bad: UnrecoverableError | undefined }[] {
   return jobs.map((c) => {
     const decoded = decodeClaimed(c.id, c.payload, c.backoff);
-    const fields = new ClaimedFields<D>(
-      c.id,
-      c.token,
-      c.attempts,
-      c.max,
-      decoded.data as D,
-      c.name || undefined,
-      decoded.backoff,
-    );
-    return { fields, bad: decoded.bad };
+    return { job: make(c, decoded.data as D, decoded.backoff), bad: decoded.bad };
   });
 }
 
