@@ -120,7 +120,7 @@ function shutdown(why: string): Promise<void> {
     await mq.close();
     log(
       'demo',
-      'next: `npx echomq dashboard` shows the queues of a Redis in the browser (README, Quick start)',
+      'next: `npx echomq dashboard --no-auth` shows the queues of a Redis in the browser (README, Quick start)',
     );
   })();
   return stopping;

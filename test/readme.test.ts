@@ -100,7 +100,7 @@ describe('npm start (examples/demo.ts)', () => {
     expect(out).toMatch(/event +completed +nightly report/);
     expect(out).toMatch(/2 s are up: closing/);
     expect(out).toContain('"completed":5');
-    expect(out).toContain('next: `npx echomq dashboard`');
+    expect(out).toContain('next: `npx echomq dashboard --no-auth`');
     // Every line carries its time since the start.
     for (const line of out.trimEnd().split('\n')) expect(line).toMatch(/^\[\+ *\d+\.\d{3}s\] /);
 

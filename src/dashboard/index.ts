@@ -2,7 +2,7 @@
 // over server-sent events, and Prometheus metrics. What a request goes through, in order:
 //   1. mount   — outside the base path it is not ours: next() (or 404 on our own server)
 //   2. host    — a Host header outside allowedHosts is refused (DNS rebinding)
-//   3. auth    — basic and/or bearer credentials when configured (401 otherwise)
+//   3. auth    — basic and/or bearer credentials (401 otherwise), unless told auth: false
 //   4. reads   — GET pages, JSON, the chart SVG, the event stream, assets, /metrics
 //   5. actions — POST only, 403 in read-only mode, then the CSRF token (header x-csrf-token or
 //                form field _csrf) and a same-origin Origin/Referer; then the verb
@@ -17,12 +17,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
+import { knownKeys } from '../core/check.js';
+import { EchoMQError } from '../core/errors.js';
 import { EchoMQ } from '../echomq.js';
 import { EventHub } from '../events/hub.js';
 import { Inspector } from '../inspect.js';
 import { type EchoMQMetrics, registerMetrics } from '../telemetry/metrics.js';
 import type { Connector } from '../wire/connector.js';
-import { Guard, LOOPBACK_HOSTS, safeReturn } from './guard.js';
+import { type DashboardAuth, Guard, LOOPBACK_HOSTS, safeReturn } from './guard.js';
 import { HttpError, json, readFields, send, statusOf } from './http.js';
 import type { PageContext } from './markup.js';
 import { errorPage } from './pages.js';
@@ -38,8 +40,12 @@ export interface DashboardOptions {
   url?: string;
   /** An open connection to read through; the dashboard never closes it. */
   mq?: EchoMQ;
-  /** Credentials every request must carry: HTTP basic, a bearer token, or either when both are set. Default: none. */
-  auth?: { basic?: { user: string; password: string }; bearer?: string };
+  /**
+   * Credentials every request must carry: HTTP basic, a bearer token, or either when both are
+   * set. Required: `false` serves without credentials, and only when said so; a credential that
+   * is undefined, empty or short (an unset variable) refuses to start with EMQINPUT.
+   */
+  auth: DashboardAuth | false;
   /** No action buttons, and every POST answers 403. Default false. */
   readOnly?: boolean;
   /** The path the dashboard is mounted under, e.g. '/admin/queues'. Default '' (the root). */
@@ -68,6 +74,33 @@ export type DashboardHandler = ((req: IncomingMessage, res: ServerResponse, next
   metrics(): Promise<EchoMQMetrics | undefined>;
 };
 
+export type { DashboardAuth } from './guard.js';
+
+const OPTION_KEYS = new Set([
+  'port',
+  'host',
+  'url',
+  'mq',
+  'auth',
+  'readOnly',
+  'basePath',
+  'metrics',
+  'allowedHosts',
+  'allowedOrigins',
+  'csrfToken',
+]);
+
+/** Refuses a missing options object and an unknown option (a typo is never silently ignored). */
+function checkOptions(opts: DashboardOptions): void {
+  if (opts === null || typeof opts !== 'object') {
+    throw new EchoMQError(
+      'EMQINPUT',
+      'the dashboard takes an options object with auth, e.g. { auth: { bearer: token } } or { auth: false }',
+    );
+  }
+  knownKeys(opts, OPTION_KEYS, 'dashboard option');
+}
+
 function normalizeBase(path: string | undefined): string {
   if (!path || path === '/') return '';
   const withSlash = path.startsWith('/') ? path : `/${path}`;
@@ -79,9 +112,10 @@ function normalizeBase(path: string | undefined): string {
  * @example
  *   const dashboard = dashboardHandler({ mq, basePath: '/admin/queues', auth: { bearer: token } });
  *   http.createServer((req, res) => dashboard(req, res, () => app(req, res)));
- *   // Express: app.use('/admin/queues', dashboardHandler({ mq, basePath: '/admin/queues' }))
+ *   // Express: app.use('/admin/queues', dashboardHandler({ mq, basePath: '/admin/queues', auth: { bearer: token } }))
  */
-export function dashboardHandler(opts: DashboardOptions = {}): DashboardHandler {
+export function dashboardHandler(opts: DashboardOptions): DashboardHandler {
+  checkOptions(opts);
   const base = normalizeBase(opts.basePath);
   const readOnly = opts.readOnly ?? false;
   const guard = new Guard(opts);
@@ -211,8 +245,9 @@ export function dashboardHandler(opts: DashboardOptions = {}): DashboardHandler 
  *   const { url, close } = await startDashboard({ url: 'redis://127.0.0.1:6379', auth: { basic: { user, password } } });
  */
 export async function startDashboard(
-  opts: DashboardOptions = {},
+  opts: DashboardOptions,
 ): Promise<{ url: string; server: Server; handler: DashboardHandler; close(): Promise<void> }> {
+  checkOptions(opts);
   const host = opts.host ?? '127.0.0.1';
   const loopback = host === '127.0.0.1' || host === 'localhost' || host === '::1';
   const handler = dashboardHandler({

@@ -67,7 +67,9 @@ interface Run {
 }
 
 function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const e: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: env.server.url, NO_COLOR: '1', ...extra };
+  // The dashboard's credentials come from the test, never from the environment it runs in.
+  const { ECHOMQ_BEARER: _bearer, ECHOMQ_BASIC_AUTH: _basic, ...inherited } = process.env;
+  const e: NodeJS.ProcessEnv = { ...inherited, REDIS_URL: env.server.url, NO_COLOR: '1', ...extra };
   if (extra.FORCE_COLOR === undefined) delete e.FORCE_COLOR;
   return e;
 }
@@ -700,10 +702,46 @@ describe('tail, dashboard, bench', CHILD_PROCESSES, () => {
   });
 
   it('dashboard serves on the port it prints until SIGINT, then exits 0', async ({ live }) => {
-    const d = live(['dashboard', '--port', '0']);
+    const d = live(['dashboard', '--port', '0', '--no-auth']);
     await d.until((o) => /dashboard on http:\S+/.test(o.stdout), 'it printed its url');
     const url = /dashboard on (http:\S+)/.exec(d.out.stdout)![1]!;
     const res = await fetch(url);
+    expect(res.status).toBe(200);
+    await res.text();
+    d.child.kill('SIGINT');
+    expect((await d.exited).code).toBe(0);
+  });
+
+  it('dashboard refuses to start without a usable credential, naming the flag, and listens nowhere', async () => {
+    const port = String(await freePort());
+    const refusals: [args: string[], extra: Record<string, string>, said: RegExp][] = [
+      [[], {}, /needs a credential: --bearer <token> \(or \$ECHOMQ_BEARER\).*--no-auth/],
+      [[], { ECHOMQ_BEARER: '' }, /--bearer \(or \$ECHOMQ_BEARER\) is empty/],
+      [['--bearer', 'short'], {}, /--bearer \(or \$ECHOMQ_BEARER\) is 5 characters: .* at least 16/],
+      [[], { ECHOMQ_BASIC_AUTH: 'ops:' }, /the password of --basic-auth \(or \$ECHOMQ_BASIC_AUTH\) is empty/],
+      [['--basic-auth', 'nocolon'], {}, /takes user:password/],
+      [['--no-auth'], { ECHOMQ_BEARER: 'x'.repeat(32) }, /--no-auth cannot go with/],
+    ];
+    for (const [args, extra, said] of refusals) {
+      const r = await cli(['dashboard', '--port', port, ...args], extra);
+      expect(r.code, `${args.join(' ')} ${JSON.stringify(extra)}`).toBe(1);
+      expect(r.stderr).toMatch(said);
+      expect(r.stdout).not.toContain('dashboard on');
+    }
+    const reached = await fetch(`http://127.0.0.1:${port}/`).then(
+      (res) => res.status,
+      (err: Error & { cause?: { code?: string } }) => err.cause?.code ?? err.message,
+    );
+    expect(reached).toBe('ECONNREFUSED');
+  });
+
+  it('dashboard with $ECHOMQ_BEARER answers 401 without the token and 200 with it', async ({ live }) => {
+    const token = 'cli-token-0123456789abcdef';
+    const d = live(['dashboard', '--port', '0'], { ECHOMQ_BEARER: token });
+    await d.until((o) => /dashboard on http:\S+/.test(o.stdout), 'it printed its url');
+    const url = /dashboard on (http:\S+)/.exec(d.out.stdout)![1]!;
+    expect((await fetch(url)).status).toBe(401);
+    const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
     expect(res.status).toBe(200);
     await res.text();
     d.child.kill('SIGINT');

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { describe, expect, vi } from 'vitest';
 import { DASHBOARD_JS } from '../../src/dashboard/assets.js';
-import { dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
+import { type DashboardOptions, dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
 import { EchoMQ } from '../../src/echomq.js';
 import { useRedisServer } from '../support/harness.js';
 import { freePort, RedisServer } from '../support/redis-server.js';
@@ -90,6 +90,56 @@ describe('dashboard over HTTP', () => {
       });
       expect(refused).toBe('ECONNREFUSED');
     }
+  });
+
+  it('never opens without a usable credential: no auth, an undefined, empty or short bearer or password', async ({
+    mq,
+  }) => {
+    const unset = process.env.ECHOMQ_TEST_UNSET_TOKEN; // undefined: the variable a user forgot
+    const refusals: [options: Record<string, unknown>, named: RegExp][] = [
+      [{}, /auth is required/],
+      [{ auth: undefined }, /auth is required/],
+      [{ auth: { bearer: unset } }, /auth\.bearer is undefined \(an unset environment variable\?\)/],
+      [{ auth: { bearer: '' } }, /auth\.bearer is empty/],
+      [
+        { auth: { bearer: 'short-token' } },
+        /auth\.bearer is 11 characters: it must be a random token of at least 16/,
+      ],
+      [{ auth: {} }, /auth names no credential/],
+      [{ auth: { basic: { user: 'ops', password: unset } } }, /auth\.basic\.password is undefined/],
+      [{ auth: { basic: { user: '', password: 'a-long-password' } } }, /auth\.basic\.user is empty/],
+      [{ auth: { basic: { user: 'ops', password: 'short' } } }, /auth\.basic\.password is 5 characters/],
+      // A usable basic credential does not cover a bearer that came out undefined.
+      [
+        { auth: { basic: { user: 'ops', password: 'a-long-password' }, bearer: unset } },
+        /auth\.bearer is undefined/,
+      ],
+      [{ auth: { token: 'x'.repeat(32) } }, /unknown dashboard auth option "token"/],
+      [{ auth: null }, /auth must be an object or false/],
+      [{ auth: false, readonly: true }, /unknown dashboard option "readonly"/],
+    ];
+    for (const [options, named] of refusals) {
+      const port = await freePort();
+      const started = startDashboard({ mq, port, ...options } as unknown as DashboardOptions);
+      await expect(started, JSON.stringify(options)).rejects.toThrow(named);
+      await expect(started).rejects.toMatchObject({ code: 'EMQINPUT' });
+      // Nothing listens: a request to the port it was given is refused, never answered 200.
+      const reached = await fetch(`http://127.0.0.1:${port}/`).then(
+        (res) => res.status,
+        (err: Error & { cause?: { code?: string } }) => err.cause?.code ?? err.message,
+      );
+      expect(reached, JSON.stringify(options)).toBe('ECONNREFUSED');
+      expect(() => dashboardHandler({ mq, ...options } as unknown as DashboardOptions)).toThrow(named);
+    }
+    // The secret itself is never in the message.
+    await expect(startDashboard({ mq, port: 0, auth: { bearer: 'hunter2-secret' } })).rejects.toThrow(
+      /^(?!.*hunter2)/,
+    );
+  });
+
+  it('serves without credentials only when told auth: false', async ({ dashboard }) => {
+    const d = await dashboard({ auth: false });
+    expect((await fetch(`${d.url}api/overview`)).status).toBe(200);
   });
 
   it('answers 401 without the basic credentials, and 200 with them', async ({ dashboard }) => {
@@ -373,7 +423,7 @@ describe('dashboard over HTTP', () => {
     defer,
   }) => {
     const id = await deadJob({ n: 1 });
-    const handler = dashboardHandler({ mq, basePath: '/admin/queues' });
+    const handler = dashboardHandler({ mq, basePath: '/admin/queues', auth: false });
     defer(() => handler.close());
     const server: Server = createServer((req, res) =>
       handler(req, res, () => {
@@ -449,7 +499,7 @@ describe('dashboard over HTTP', () => {
     defer,
   }) => {
     const port = await freePort();
-    const d = await startDashboard({ url: `redis://user:hunter2@127.0.0.1:${port}`, port: 0 });
+    const d = await startDashboard({ url: `redis://user:hunter2@127.0.0.1:${port}`, port: 0, auth: false });
     defer(() => d.close());
     for (const path of ['', 'api/overview', 'metrics']) {
       const res = await fetch(`${d.url}${path}`);
@@ -462,7 +512,7 @@ describe('dashboard over HTTP', () => {
     // Connected first, then the server goes: the same 503, not a raw 500.
     const server = await RedisServer.start();
     const own = await EchoMQ.connect({ url: server.url, redisOptions: { maxRetriesPerRequest: 0 } });
-    const d2 = await startDashboard({ mq: own, port: 0 });
+    const d2 = await startDashboard({ mq: own, port: 0, auth: false });
     defer(async () => {
       await d2.close();
       await own.close();
@@ -644,7 +694,7 @@ describe.skipIf(!HAS_CHROMIUM)(
         JSON.stringify({ host: 'worker-7', pid: 4242, concurrency: 10, running: 3, beatMs: 1000 }),
       );
       await new Promise((r) => setTimeout(r, 400)); // past the 300 ms lease
-      const d = await startDashboard({ mq: own, port: 0 });
+      const d = await startDashboard({ mq: own, port: 0, auth: false });
       defer(() => d.close());
       for (const [label, viewport] of [
         ['desktop', { width: 1280, height: 900 }],

@@ -121,7 +121,8 @@ export async function deadJobs(q: Queue<unknown, unknown>, jobs: DeadJobSpec[]):
 /** What a dashboardTest's test gets besides queueTest's fixtures. */
 export interface DashboardFixtures {
   /** Starts a dashboard on the test's EchoMQ (port 0, and `opts`); closed after the test. */
-  dashboard: (opts?: DashboardOptions) => Promise<StartedDashboard>;
+  /** A dashboard on a free port; `auth: false` unless the test gives one. */
+  dashboard: (opts?: Partial<DashboardOptions>) => Promise<StartedDashboard>;
   /** deadJobs on the test's queue. */
   deadJobs: (jobs: DeadJobSpec[]) => Promise<string[]>;
   /** One dead job on the test's queue (its handler throws `message`); resolves with its id. */
@@ -143,7 +144,7 @@ export function dashboardTest<D = unknown, R = unknown>(
   return queueTest<D, R>(env, prefix).extend<DashboardFixtures>({
     dashboard: async ({ mq, defer }, use) =>
       use(async (opts = {}) => {
-        const d = await startDashboard({ mq, port: 0, ...opts });
+        const d = await startDashboard({ mq, port: 0, auth: false, ...opts });
         defer(() => d.close());
         return d;
       }),

@@ -3,7 +3,7 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { EchoMQError } from '../../src/core/errors.js';
-import { Guard, hostName, safeReturn } from '../../src/dashboard/guard.js';
+import { Guard, type GuardOptions, hostName, safeReturn } from '../../src/dashboard/guard.js';
 
 const TOKEN = 'a-csrf-token-of-32-characters-ok';
 
@@ -17,18 +17,20 @@ function basic(user: string, password: string): string {
 
 describe('Guard', () => {
   it('refuses a short CSRF token, half a basic credential and a short bearer with EMQINPUT', () => {
-    for (const opts of [
-      { csrfToken: 'short' },
+    for (const opts of <GuardOptions[]>[
+      { auth: false, csrfToken: 'short' },
       { auth: { basic: { user: 'ops', password: '' } } },
       { auth: { bearer: 'short' } },
+      { auth: { bearer: undefined } },
+      {},
     ]) {
       expect(() => new Guard(opts)).toThrow(EchoMQError);
     }
   });
 
   it('answers any Host without allowedHosts, and only those names (any port) with them', () => {
-    expect(new Guard({}).hostAllowed(request({ host: 'anything.example' }))).toBe(true);
-    const g = new Guard({ allowedHosts: ['Queues.internal', '[::1]'] });
+    expect(new Guard({ auth: false }).hostAllowed(request({ host: 'anything.example' }))).toBe(true);
+    const g = new Guard({ auth: false, allowedHosts: ['Queues.internal', '[::1]'] });
     expect(g.hostAllowed(request({ host: 'queues.internal:8080' }))).toBe(true);
     expect(g.hostAllowed(request({ host: '[::1]:3000' }))).toBe(true);
     expect(g.hostAllowed(request({ host: 'evil.example' }))).toBe(false);
@@ -37,18 +39,18 @@ describe('Guard', () => {
   });
 
   it('takes basic or bearer credentials when both are configured, and names both in the challenge', () => {
-    const g = new Guard({ auth: { basic: { user: 'ops', password: 'pw' }, bearer: 'b'.repeat(16) } });
-    expect(g.authorized(request({ authorization: basic('ops', 'pw') }))).toBe(true);
+    const g = new Guard({ auth: { basic: { user: 'ops', password: 'pw-of-8+' }, bearer: 'b'.repeat(16) } });
+    expect(g.authorized(request({ authorization: basic('ops', 'pw-of-8+') }))).toBe(true);
     expect(g.authorized(request({ authorization: `Bearer ${'b'.repeat(16)}` }))).toBe(true);
     expect(g.authorized(request({ authorization: basic('ops', 'wrong') }))).toBe(false);
     expect(g.authorized(request({ authorization: 'Bearer wrong' }))).toBe(false);
     expect(g.authorized(request({}))).toBe(false);
     expect(g.challenge()['www-authenticate']).toMatch(/^Basic realm=.*, Bearer realm=/);
-    expect(new Guard({}).authorized(request({}))).toBe(true);
+    expect(new Guard({ auth: false }).authorized(request({}))).toBe(true);
   });
 
   it('matches the CSRF token from the header or the _csrf field, never an empty one', () => {
-    const g = new Guard({ csrfToken: TOKEN });
+    const g = new Guard({ auth: false, csrfToken: TOKEN });
     expect(g.tokenMatches(request({ 'x-csrf-token': TOKEN }), {})).toBe(true);
     expect(g.tokenMatches(request({}), { _csrf: TOKEN })).toBe(true);
     expect(g.tokenMatches(request({}), { _csrf: 'wrong' })).toBe(false);
@@ -57,7 +59,7 @@ describe('Guard', () => {
   });
 
   it('takes an action from its own origin or an allowed one, not a cross-site one', () => {
-    const g = new Guard({ allowedOrigins: ['https://proxy.example'] });
+    const g = new Guard({ auth: false, allowedOrigins: ['https://proxy.example'] });
     const host = 'queues.internal:3000';
     expect(g.sameOrigin(request({ host, origin: 'http://queues.internal:3000' }))).toBe(true);
     expect(g.sameOrigin(request({ host, referer: 'https://queues.internal:3000/queues/a' }))).toBe(true);

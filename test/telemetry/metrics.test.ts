@@ -60,7 +60,7 @@ describe('metrics', () => {
     queueName: name,
     defer,
   }) => {
-    const d = await startDashboard({ mq, port: 0 });
+    const d = await startDashboard({ mq, port: 0, auth: false });
     defer(() => d.close());
     const metrics = (await d.handler.metrics())!;
     await q.enqueue({ n: 0 }, { group: 'red' }); // registers the queue before the readers start
