@@ -26,6 +26,7 @@ const CONNECT_OPTIONS = [
   'defaultAttempts',
   'maxPayloadBytes',
   'durability',
+  'protocolVersion',
 ];
 
 export class EchoMQ {

@@ -28,6 +28,8 @@ export {
   type JobState,
   type JobView,
   type LaneInfo,
+  type MigrateOptions,
+  type MigrateResult,
   type QueueEvent,
   type QueueOptions,
   type QueueSettings,
@@ -74,6 +76,6 @@ export {
 export type { ConnectOptions, RedisClient } from './wire/connector.js';
 export type { Durability } from './wire/durability.js';
 export type { Dependency, DependencyPage, FlowTree } from './wire/flow-reads.js';
-export { PROTOCOL_VERSION } from './wire/keyspace.js';
+export { PROTOCOL_VERSION, PROTOCOL_VERSIONS } from './wire/keyspace.js';
 export type { EngineClock } from './wire/memory/clock.js';
 export { type ModuleMode, NATIVE_COMMANDS } from './wire/native-module.js';

@@ -55,6 +55,8 @@ export interface ConsumerInfo {
   concurrency: number;
   /** Jobs it was running at its last beat. */
   running: number;
+  /** The protocol versions it speaks ([1] when its runtime did not say: SPEC 22.4). */
+  protocols: number[];
 }
 
 export interface QueueStats {
@@ -238,6 +240,7 @@ export function consumerInfo(
     pid: Number(info.pid ?? 0),
     concurrency: Number(info.concurrency ?? 0),
     running: Number(info.running ?? 0),
+    protocols: Array.isArray(info.protocols) ? info.protocols.map(Number) : [1],
   };
 }
 

@@ -268,9 +268,9 @@ export class Inspector {
   async job(queue: string, id: string): Promise<JobDetail | null> {
     const w = this.wire(queue);
     if (!isJobId(id)) return null; // no row can have it
-    const row = await model.rowFields(w, id);
+    const { row, version } = await model.rowFields(w, id);
     if (!row.state) return null;
-    const view = jobView(id, row);
+    const view = jobView(id, row, version);
     const since = Math.max(0, view.createdAt - HISTORY_SLACK_MS);
     // The stream newest first back to the job's creation, keeping this job's entries.
     const history: QueueEvent[] = [];

@@ -32,6 +32,7 @@ const CODES: readonly ErrorCode[] = [
   'EMQTIMEOUT',
   'EMQJOBFAILED',
   'EMQPROTOCOL',
+  'EMQFLEET',
   'EMQDATA',
 ];
 
@@ -808,7 +809,11 @@ function shapes(P: string, token: string): Record<ScriptName, fc.Arbitrary<Arg[]
     field('', 'throttle', 'debounce:50'),
   );
   return {
-    hello: fc.tuple(field(PROTOCOL_VERSION, '2')),
+    hello: fc.oneof(
+      fc.tuple(field(PROTOCOL_VERSION, '2')),
+      fc.tuple(field(PROTOCOL_VERSION, '2'), field('1', '2'), field('1', '2')),
+    ),
+    migrate: fc.tuple(prefix, field('1', '2'), field('2', '3'), field('0', '60000')),
     enqueue: fc.oneof(
       fc.tuple(prefix, times(tuple9, 1, 2)).map(([p, rest]) => [p, ...rest]),
       fc

@@ -183,6 +183,7 @@ describe('stats', () => {
         pid: 1,
         concurrency: 4,
         running: 2,
+        protocols: [1], // its runtime did not say: version 1 only
       },
     ]);
     // What waits: 6 pending, the one next in line in each lane and flat, none active past its lease.
@@ -391,7 +392,7 @@ describe('consumers', () => {
   }) => {
     const beat = (id: string, info: object) => q.run('heartbeat', [q.keys.prefix, id, JSON.stringify(info)]);
     await beat('c-1', { host: 'h1', pid: 11, concurrency: 4, running: 1 });
-    await beat('c-2', { host: 'h2', pid: 22, concurrency: 8, running: 0 });
+    await beat('c-2', { host: 'h2', pid: 22, concurrency: 8, running: 0, protocols: [1, 2] });
     const now = await serverNow();
     await raw.zadd(key('consumers'), now - 5000, 'c-1', now - 11 * 60_000, 'c-old');
     await raw.hset(key('consumers:info'), 'c-old', JSON.stringify({ host: 'h0', pid: 1 }));
@@ -409,7 +410,9 @@ describe('consumers', () => {
       pid: 11,
       concurrency: 4,
       running: 1,
+      protocols: [1],
     });
+    expect(seen[0]!.protocols).toEqual([1, 2]);
   });
 
   it('shows a consumer whose info is not JSON with its id and time only', async ({
@@ -432,6 +435,7 @@ describe('consumers', () => {
         pid: 0,
         concurrency: 0,
         running: 0,
+        protocols: [1],
       },
     ]);
   });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SCRIPT_KEYS } from '../src/wire/keyspace.js';
 import { PROTOCOL_DIR } from '../src/wire/scripts.js';
 import { embedLibs, readProtocolLib } from '../tools/embed-lua.js';
-import { files, replay, scripts, show } from './support/conformance.js';
+import { files, KNOWN_LEVEL, replay, scripts, show } from './support/conformance.js';
 import { useRedisServer } from './support/harness.js';
 
 /** The key names a script's `-- KEYS:` line may use (SPEC.md, "Key taxonomy"; parseScript refuses others). */
@@ -62,6 +62,45 @@ describe('conformance cases (protocol/conformance/*.json) replayed with a plain 
       }
     });
   }
+});
+
+describe('the conformance format follows the evolution rule (SPEC 22, 23)', () => {
+  let client: Redis;
+  beforeAll(() => {
+    client = holder.server.client();
+  });
+  afterAll(async () => {
+    await client.quit();
+  });
+  const hello = files.find((f) => f.script === 'hello')!.cases[0]!;
+
+  it('refuses a case of a later SPEC level, naming the level it needs and the one it knows', async () => {
+    const later = { ...hello, level: KNOWN_LEVEL + 1 };
+    expect(await replay(client, later)).toEqual([
+      `the case needs SPEC level ${KNOWN_LEVEL + 1}; this replayer knows level ${KNOWN_LEVEL} (SPEC 22.2, 23)`,
+    ]);
+  });
+
+  it('refuses an unknown placeholder with an error naming the SPEC level it knows', async () => {
+    const unknown = { ...hello, expect: { ...hello.expect, reply: '$later_thing' } };
+    await expect(replay(client, unknown)).rejects.toThrow(
+      new RegExp(
+        `unknown placeholder \\$later_thing: this replayer knows those of SPEC level ${KNOWN_LEVEL}`,
+      ),
+    );
+  });
+
+  it('marks every case that uses what level 2 added with its level', () => {
+    const unmarked = files
+      .flatMap((f) => f.cases)
+      .filter(
+        (c) =>
+          (c.call.script === 'migrate' || (c.call.script === 'hello' && c.call.argv.length > 1)) &&
+          c.level !== 2,
+      )
+      .map((c) => c.name);
+    expect(unmarked).toEqual([]);
+  });
 });
 
 describe('the conformance suite', () => {

@@ -42,7 +42,7 @@ end
 local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max', 4, whole_text }
 -- The meta fields claim reads. A script that reads meta for itself too asks for these after
 -- its own fields and hands claim their values (`m`, in this order): one meta read per call.
-local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until' }
+local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until', 'version' }
 local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
@@ -54,6 +54,8 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   local paused = m[1] == '1'
   local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
   local cap = tonumber(m[4] or '0') or 0
+  -- The attempts of a row without max: 1 under protocol version 1, 3 from version 2 (SPEC 5).
+  local unset_max = (tonumber(m[7] or '1') or 1) >= 2 and '3' or '1'
   -- What each taken row gets besides the claim's own fields: `slot` 1 under a queue-wide cap
   -- (given back once when the job leaves active), and the consumer, also on the active entry.
   local marks, by = {}, nil
@@ -126,7 +128,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     claimed[#claimed + 1] = id
     tries[#tries + 1] = attempt
     local b = got * 7
-    jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or '1'
+    jobs[b + 1], jobs[b + 2], jobs[b + 3], jobs[b + 4] = id, token, attempts, row[4] or unset_max
     jobs[b + 5], jobs[b + 6], jobs[b + 7] = row[2], row[3] or '', row[5] or ''
     got = got + 1
     if row[8] then

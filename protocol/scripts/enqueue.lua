@@ -365,7 +365,9 @@ for i = 0, n - 1 do
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local m = redis.call('HMGET', K.meta, 'events_max', 'keep_ids_ms')
+local m = redis.call('HMGET', K.meta, 'events_max', 'keep_ids_ms', 'version')
+-- From protocol version 2 a row without max allows 3 attempts: a max of 3 is not written.
+local unset_max = (tonumber(m[3] or '1') or 1) >= 2 and '3' or nil
 local emax = m[1] or '10000'
 -- Ids that ended within the idempotency window (their rows deleted since) are duplicates too.
 local ids = {}
@@ -405,7 +407,7 @@ for i = 0, n - 1 do
     if prio ~= '0' then row[#row + 1], row[#row + 2] = 'prio', prio end
     if group ~= '' then row[#row + 1], row[#row + 2] = 'group', group else group = nil end
     if name ~= '' then row[#row + 1], row[#row + 2] = 'name', name end
-    if ARGV[b + 5] ~= '' then row[#row + 1], row[#row + 2] = 'max', ARGV[b + 5] end
+    if ARGV[b + 5] ~= '' and ARGV[b + 5] ~= unset_max then row[#row + 1], row[#row + 2] = 'max', ARGV[b + 5] end
     if ARGV[b + 6] ~= '' then row[#row + 1], row[#row + 2] = 'backoff', ARGV[b + 6] end
     local score = prio
     if w >= 13 then

@@ -441,7 +441,7 @@ if row[1] ~= 'active' or row[2] ~= ARGV[3] then
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local s = redis.call('HMGET', K.meta, 'events_max', 'keep_dead', 'keep_dead_ms', 'keep_ids_ms')
+local s = redis.call('HMGET', K.meta, 'events_max', 'keep_dead', 'keep_dead_ms', 'keep_ids_ms', 'version')
 local emax = s[1] or '10000'
 local woke = false
 -- The failed event's error: a bounded copy (events are many and capped by count, not bytes).
@@ -469,7 +469,9 @@ local stats = p .. 'stats:' .. math.floor(now / 60000) -- per-minute failures, f
 if redis.call('HINCRBY', stats, 'failed', 1) == 1 then redis.call('PEXPIRE', stats, 7200000) end
 redis.call('HSET', K.job, 'error', ARGV[4])
 if ARGV[5] ~= '' then redis.call('HSET', K.job, 'stack', ARGV[5]) else redis.call('HDEL', K.job, 'stack') end
-local attempts, max, delay = tonumber(row[3]), tonumber(row[4] or '1'), tonumber(ARGV[6])
+-- A row without max allows 1 attempt under protocol version 1, 3 from version 2 (SPEC 5).
+local unset_max = (tonumber(s[5] or '1') or 1) >= 2 and 3 or 1
+local attempts, max, delay = tonumber(row[3]), tonumber(row[4]) or unset_max, tonumber(ARGV[6])
 local reply
 if row[6] == '1' then
   redis.call('HSET', K.job, 'state', 'cancelled', 'finished', now)

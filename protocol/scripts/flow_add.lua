@@ -238,8 +238,10 @@ local function queue(prefix)
   if not q then
     q = { K = { pending = prefix .. 'pending', events = prefix .. 'events', wake = prefix .. 'wake',
       meta = prefix .. 'meta', ring = prefix .. 'ring' }, woke = false }
-    local m = redis.call('HMGET', q.K.meta, 'events_max', 'keep_ids_ms')
+    local m = redis.call('HMGET', q.K.meta, 'events_max', 'keep_ids_ms', 'version')
     q.emax, q.window = m[1] or '10000', m[2]
+    -- From protocol version 2 a row without max allows 3 attempts: a max of 3 is not written.
+    q.unset_max = (tonumber(m[3] or '1') or 1) >= 2 and '3' or nil
     queues[prefix] = q
   end
   return q
@@ -261,7 +263,7 @@ for i = 1, n do
     if j.prio ~= '0' then row[#row + 1], row[#row + 2] = 'prio', j.prio end
     if group then row[#row + 1], row[#row + 2] = 'group', group end
     if j.name ~= '' then row[#row + 1], row[#row + 2] = 'name', j.name end
-    if j.max ~= '' then row[#row + 1], row[#row + 2] = 'max', j.max end
+    if j.max ~= '' and j.max ~= q.unset_max then row[#row + 1], row[#row + 2] = 'max', j.max end
     if j.backoff ~= '' then row[#row + 1], row[#row + 2] = 'backoff', j.backoff end
     if j.up then row[#row + 1], row[#row + 2] = 'parent', j.up end
     if j.rc ~= '' then row[#row + 1], row[#row + 2] = 'retain_completed', j.rc end

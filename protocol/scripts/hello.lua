@@ -1,8 +1,17 @@
--- hello: stamp or check the protocol version a queue's keys are written in.
+-- hello: stamp or check the protocol version a queue's keys are written in; asked with the
+--   versions a runtime speaks, also say which one to speak here and what this server offers.
 -- KEYS: meta
--- ARGV: version
--- REPLY: the version now stored (an integer)
--- ERRORS: EMQPROTOCOL when the queue was written by another protocol version
+-- ARGV: version [lowest highest]
+--   version: the version a queue without one is stamped with (the runtime's default for new
+--     queues); lowest highest (level 2, both or neither): the versions the runtime speaks,
+--     version among them; absent: it speaks version only
+-- REPLY: without lowest highest: the version now stored (an integer), as at level 1. With
+--   them: {version, level, features}: version the one now stored (an integer in [lowest,
+--   highest]: the version to speak on this queue), level the feature level of these scripts
+--   (an integer, SPEC 22.2), features a flat list of the server's optional commands found
+--   (strings: 'emq.promote', 'emq.stalled.check' when the native module is loaded). Later
+--   levels may add entries after these: readers ignore what they do not know (SPEC 22.1).
+-- ERRORS: EMQPROTOCOL when the stored version is not one the runtime speaks (nothing written)
 -- EVENTS: none
 -- >>> lib/args.lua
 -- Argument checks, made before anything is read or written: malformed ARGV (too few
@@ -21,14 +30,37 @@ local function refuse(script, expects)
   return redis.error_reply('EMQINPUT ' .. script .. ' takes ' .. expects)
 end
 -- <<< lib/args.lua
-if not whole(ARGV[1], 1) then return refuse('hello', 'the protocol version, a whole number >= 1') end
+local LEVEL = 2
+-- The native module's commands a runtime may send instead of scripts (SPEC 26).
+local MODULE_COMMANDS = { 'emq.promote', 'emq.stalled.check' }
+local version = whole(ARGV[1], 1)
+if not version then return refuse('hello', 'the protocol version, a whole number >= 1') end
+local ranged = ARGV[2] ~= nil
+local lowest, highest = version, version
+if ranged then
+  lowest, highest = whole(ARGV[2], 1), whole(ARGV[3], 1)
+  if not lowest or not highest or lowest > version or version > highest then
+    return refuse('hello', 'version lowest highest, whole numbers with lowest <= version <= highest')
+  end
+end
 local stored = redis.call('HGET', KEYS[1], 'version')
 if not stored then
   redis.call('HSET', KEYS[1], 'version', ARGV[1])
-  return tonumber(ARGV[1])
+  stored = ARGV[1]
 end
-if stored ~= ARGV[1] then
+local n = tonumber(stored)
+-- Compared as text for a runtime that speaks one version (level 1 did), by range otherwise.
+if (not ranged and stored ~= ARGV[1]) or (ranged and not (n and n >= lowest and n <= highest)) then
+  local speaks = ranged and (lowest .. ' to ' .. highest) or ARGV[1]
   return redis.error_reply('EMQPROTOCOL queue keys are protocol version ' .. stored ..
-    ', this runtime speaks ' .. ARGV[1])
+    ', this runtime speaks ' .. speaks)
 end
-return tonumber(stored)
+if not ranged then return n end
+local features = {}
+local ok, info = pcall(redis.call, 'COMMAND', 'INFO', unpack(MODULE_COMMANDS))
+if ok and type(info) == 'table' then
+  for i, name in ipairs(MODULE_COMMANDS) do
+    if type(info[i]) == 'table' then features[#features + 1] = name end
+  end
+end
+return { n, LEVEL, features }

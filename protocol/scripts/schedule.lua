@@ -298,7 +298,11 @@ local prio, group, name = ARGV[5] or '0', ARGV[6] or '', ARGV[7] or ''
 if prio ~= '0' and prio ~= '' then redis.call('HSET', KEYS[1], 'prio', prio) end
 if group ~= '' then redis.call('HSET', KEYS[1], 'group', group) end
 if name ~= '' then redis.call('HSET', KEYS[1], 'name', name) end
-if ARGV[8] and ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'max', ARGV[8]) end
+-- From protocol version 2 a row without max allows 3 attempts: a max of 3 is not written.
+if ARGV[8] and ARGV[8] ~= '' and not (ARGV[8] == '3' and
+    (tonumber(redis.call('HGET', KEYS[5], 'version') or '1') or 1) >= 2) then
+  redis.call('HSET', KEYS[1], 'max', ARGV[8])
+end
 if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'backoff', ARGV[9]) end
 for i, field in ipairs({ 'retain_completed', 'retain_dead', 'tags', 'timeout' }) do
   if ARGV[11 + i] and ARGV[11 + i] ~= '' then redis.call('HSET', KEYS[1], field, ARGV[11 + i]) end

@@ -8,6 +8,7 @@
 import { hostname } from 'node:os';
 import { deliverNotices } from '../flow-handoff.js';
 import { JobSchedulers } from '../recurring/schedulers.js';
+import { PROTOCOL_VERSIONS } from '../wire/keyspace.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import * as verbs from '../wire/verbs/index.js';
 import type { ConsumeSettings } from './options.js';
@@ -93,6 +94,8 @@ export class Legs {
         concurrency: this.settings.concurrency,
         running: this.running(),
         beatMs,
+        // The versions it speaks: migrate steps a queue up only when every live consumer does.
+        protocols: PROTOCOL_VERSIONS,
       }),
     );
     // Flow children of this queue whose parents are in other queues ended: hand them over.

@@ -48,14 +48,26 @@ function num(v: string | undefined): number | undefined {
   return v === undefined ? undefined : Number(v);
 }
 
-/** Decodes a job row (HGETALL) into its view. */
-export function jobView<D, R>(id: string, row: Record<string, string>): JobView<D, R> {
+/**
+ * The attempts a row without `max` allows on a queue of this protocol version (meta `version`):
+ * 1 under version 1, 3 from version 2 (SPEC 5), as the scripts apply it.
+ */
+export function attemptsWithoutMax(version: string | number | null | undefined): number {
+  return Number(version ?? 1) >= 2 ? 3 : 1;
+}
+
+/** Decodes a job row (HGETALL) into its view; `version` is the queue's meta `version`. */
+export function jobView<D, R>(
+  id: string,
+  row: Record<string, string>,
+  version?: string | null,
+): JobView<D, R> {
   const view: JobView<D, R> = {
     id,
     state: row.state as JobState,
     data: parseMaybe(row.payload) as D,
     attempts: Number(row.attempts ?? 0),
-    maxAttempts: Number(row.max ?? 1),
+    maxAttempts: row.max === undefined ? attemptsWithoutMax(version) : Number(row.max),
     stalled: Number(row.stalled ?? 0),
     cancelRequested: row.cancel === '1',
     createdAt: createdAt(id, row.created),

@@ -230,6 +230,27 @@ export interface ConsumerEvents {
   closed: [];
 }
 
+// ── the protocol version ──
+
+export interface MigrateOptions {
+  /** The version to step up to; default the highest this runtime speaks (2). */
+  to?: number | undefined;
+  /**
+   * A consumer counts as alive, and must speak the next version, when it beat within this many
+   * ms (or within three of its own beats, if longer); default 60000.
+   */
+  windowMs?: number | undefined;
+}
+
+export interface MigrateResult {
+  /** The version before. */
+  from: number;
+  /** The version now stored. */
+  version: number;
+  /** The alive consumers the last step checked (each speaks `version`); 0 when no step was made. */
+  consumers: number;
+}
+
 // ── events ──
 
 /** The lifecycle vocabulary (BullMQ's, and `updated`), as written by the protocol scripts. */

@@ -5,14 +5,17 @@
 // function or one protocol script over the queue's wire.
 
 import { promoteJob } from '../control.js';
-import { wholeNumber } from '../core/check.js';
-import { optionsObject } from '../core/errors.js';
-import type { CleanOptions, QueueSettings } from '../core/types.js';
+import { knownKeys, wholeNumber } from '../core/check.js';
+import { EchoMQError, optionsObject } from '../core/errors.js';
+import type { CleanOptions, MigrateOptions, MigrateResult, QueueSettings } from '../core/types.js';
 import { configure } from '../settings.js';
 import { clean, type DrainOptions, drain, type ObliterateOptions, obliterate } from '../sweep.js';
+import { PROTOCOL_VERSIONS } from '../wire/keyspace.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import * as reads from '../wire/reads.js';
 import * as verbs from '../wire/verbs/index.js';
+
+const MIGRATE_OPTIONS: ReadonlySet<string> = new Set(['to', 'windowMs']);
 
 export class QueueUpkeep {
   constructor(
@@ -40,6 +43,45 @@ export class QueueUpkeep {
   /** Changes queue-wide settings (rate limit, retention, events cap, concurrency); omitted ones stay. */
   async configure(options: QueueSettings): Promise<void> {
     return configure(this.wire, options);
+  }
+
+  // ── the protocol version ────────────────────────────────────────────────────
+
+  /** The protocol version the queue's keys are written in (meta `version`; SPEC 22). */
+  async protocolVersion(): Promise<number> {
+    this.wire.connector.assertOpen();
+    await this.wire.greet();
+    return Number((await reads.metaField(this.wire, 'version')) ?? 1);
+  }
+
+  /**
+   * Steps the queue's protocol version up to `to` (default: the highest this runtime speaks),
+   * one version at a time, while its fleet runs (README "Upgrading"). Each step is taken only
+   * when every consumer that beat within `windowMs` (default 60000) or three of its own beats
+   * speaks the next version: else EMQFLEET names the first that does not, and nothing changes.
+   * Resolves with the version before and after, and the alive consumers checked by the last step.
+   */
+  async migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
+    const opts = knownKeys(optionsObject(options, 'migrate options'), MIGRATE_OPTIONS, 'migrate option');
+    const highest = PROTOCOL_VERSIONS.at(-1)!;
+    const to = wholeNumber(opts.to ?? highest, 'to', 1, highest);
+    const windowMs = wholeNumber(opts.windowMs ?? 60_000, 'windowMs', 0);
+    const from = await this.protocolVersion();
+    if (to < from) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `queue ${this.wire.name} is at protocol ${from}: a step down to ${to} is not made in place (jobs written under ${from} may rely on its rules); roll back to a release that speaks ${from}`,
+      );
+    }
+    let version = from;
+    let consumers = 0;
+    while (version < to) {
+      const step = await verbs.migrate(this.wire, version, windowMs);
+      version = step.version;
+      consumers = step.alive;
+    }
+    this.wire.setVersion(version);
+    return { from, version, consumers };
   }
 
   // ── deleting jobs in bulk ───────────────────────────────────────────────────

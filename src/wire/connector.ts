@@ -5,6 +5,7 @@
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
 import { type Durability, durabilityOf, ReplicatedWrites, type Replication } from './durability.js';
+import { PROTOCOL_VERSIONS } from './keyspace.js';
 import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
 import type { ModuleMode } from './native-module.js';
 import type { Script } from './scripts.js';
@@ -41,6 +42,13 @@ export interface ConnectOptions {
    * connection, an unknown host or a refused password fails at once, naming the URL and cause.
    */
   connectTimeoutMs?: number;
+  /**
+   * The protocol version a queue without one is stamped with when this connection first uses
+   * it (README "Upgrading"): 1 (default), which a fleet of the previous release also speaks,
+   * or 2 (a job without `attempts` takes 3 stored as nothing: a smaller row). A queue already
+   * stamped keeps its version until `q.migrate()` steps it up.
+   */
+  protocolVersion?: 1 | 2 | undefined;
 }
 
 /** What runs on a connection and must be closed (handing its work back) before it. */
@@ -83,6 +91,8 @@ export class Connector {
   /** Script name -> module command, for the scripts the server runs natively (set at connect). */
   readonly native = new Map<string, string>();
   moduleMode: ModuleMode = 'off';
+  /** The version hello stamps into a queue that has none (connect's `protocolVersion`). */
+  newQueueVersion = 1;
   /** The connection's default for enqueue and complete (connect's `durability`). */
   durability: Replication | undefined;
   private replicated: ReplicatedWrites | undefined;
@@ -111,6 +121,15 @@ export class Connector {
     const connector = Connector.client(opts);
     if (durability) connector.requireReplicas();
     connector.durability = durability;
+    if (opts.protocolVersion !== undefined) {
+      if (!PROTOCOL_VERSIONS.includes(opts.protocolVersion as number)) {
+        throw new EchoMQError(
+          'EMQINPUT',
+          `protocolVersion must be one of ${PROTOCOL_VERSIONS.join(', ')} (the versions this runtime speaks), got ${String(opts.protocolVersion)}`,
+        );
+      }
+      connector.newQueueVersion = opts.protocolVersion;
+    }
     return connector;
   }
 

@@ -4,8 +4,15 @@
 import { assertName } from '../core/check.js';
 import type { JobState } from '../core/types.js';
 
-/** The protocol version stamped into `emq:{<queue>}:meta` (field `version`). */
+/**
+ * The protocol version stamped into a new queue's `emq:{<queue>}:meta` (field `version`) unless
+ * connect's `protocolVersion` says otherwise: 1, so a fleet of the previous release (which
+ * speaks 1 only) can share every queue this one creates (SPEC 22.4).
+ */
 export const PROTOCOL_VERSION = '1';
+
+/** The protocol versions this runtime speaks (hello's lowest and highest; SPEC 22.4). */
+export const PROTOCOL_VERSIONS: readonly number[] = [1, 2];
 
 /** The registry of queue names (a set outside every queue's hash tag), so tools list queues without SCAN. */
 export const QUEUES_KEY = 'emq:queues';

@@ -3,12 +3,13 @@
 // flows, control, logs, sweep) receives this, not the Queue facade that owns it, so none of them
 // imports the facade and the facade's import circles cannot come back.
 //
-// `run` builds KEYS from the script's contract header, stamps the protocol version once per
-// queue (hello) and adds the queue to the registry of names before its first call.
+// `run` builds KEYS from the script's contract header, stamps or checks the protocol version
+// once per queue (hello, with the versions this runtime speaks: SPEC 22) and adds the queue to
+// the registry of names before its first call.
 import { wholeNumber } from '../core/check.js';
 import type { Connector } from './connector.js';
 import { durabilityOf, type Replication } from './durability.js';
-import { Keyspace, PROTOCOL_VERSION, QUEUES_KEY } from './keyspace.js';
+import { Keyspace, PROTOCOL_VERSIONS, QUEUES_KEY } from './keyspace.js';
 import { type Script, type ScriptName, script } from './scripts.js';
 
 /** The queue options a job is checked against (QueueOptions, defaults applied). */
@@ -27,9 +28,35 @@ export function queueLimits(opts: { defaultAttempts?: number; maxPayloadBytes?: 
   };
 }
 
+/** What hello told a runtime about a queue and its server (SPEC 19.1). */
+export interface Greeting {
+  /** The queue's protocol version: the one this runtime speaks on it. */
+  readonly version: number;
+  /** The feature level of the scripts that answered (SPEC 22.2). */
+  readonly level: number;
+  /** The server's optional commands found ('emq.promote', 'emq.stalled.check'). */
+  readonly features: readonly string[];
+}
+
+/**
+ * hello's reply by the evolution rule (SPEC 22.1): the entries this runtime knows, in order, and
+ * nothing else; entries a later level appends are ignored, a bare integer is a level-1 reply.
+ */
+export function greetingOf(reply: unknown): Greeting {
+  if (!Array.isArray(reply)) return { version: Number(reply), level: 1, features: [] };
+  const [version, level, features] = reply as unknown[];
+  return {
+    version: Number(version),
+    level: Number(level ?? 1),
+    features: Array.isArray(features) ? features.map(String) : [],
+  };
+}
+
 export class QueueWire {
   readonly keys: Keyspace;
-  private hello: Promise<unknown> | undefined;
+  private hello: Promise<Greeting> | undefined;
+  /** hello's answer, once it came; a migrate updates its version. */
+  greeting: Greeting | undefined;
   private helloDone = false;
   /** KEYS per script for calls about no particular job: built once, not per call. */
   private readonly keyCache = new Map<string, string[]>();
@@ -54,13 +81,20 @@ export class QueueWire {
       const hello = script('hello');
       // The registry of queue names lets tools list queues without scanning the keyspace.
       void this.connector.client.sadd(QUEUES_KEY, this.name).catch(() => {});
-      this.hello = this.connector.run(hello, [this.keys.key('meta')], [PROTOCOL_VERSION]).catch((err) => {
+      const argv = [this.connector.newQueueVersion, PROTOCOL_VERSIONS[0]!, PROTOCOL_VERSIONS.at(-1)!];
+      this.hello = this.connector.run(hello, [this.keys.key('meta')], argv).then(greetingOf, (err) => {
         this.hello = undefined;
         throw err;
       });
     }
-    await this.hello;
+    this.greeting = await this.hello;
     this.helloDone = true;
+  }
+
+  /** The queue's protocol version as hello (or a later migrate) found it. */
+  async version(): Promise<number> {
+    if (!this.helloDone) await this.greet();
+    return this.greeting!.version;
   }
 
   /** Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key. */
@@ -81,10 +115,16 @@ export class QueueWire {
     return this.connector.run(s, keys, argv, durability);
   }
 
+  /** A migrate moved the queue to `version`: what this handle says from now on. */
+  setVersion(version: number): void {
+    if (this.greeting) this.greeting = { ...this.greeting, version };
+  }
+
   /** The queue's keys are gone (obliterate): the next call stamps the version again. */
   forgetHello(): void {
     this.hello = undefined;
     this.helloDone = false;
+    this.greeting = undefined;
   }
 
   /** Takes the queue off the registry of names (obliterate deleted its keys). */

@@ -150,9 +150,15 @@ export function endedBefore(
   return w.connector.client.zcount(w.keys.stateSet(state), '-inf', before);
 }
 
-/** The raw fields of a job's row (empty when no job has that id). */
-export async function rowFields(w: QueueWire, id: string): Promise<Record<string, string>> {
-  return (await w.connector.client.hgetall(w.keys.job(id))) as Record<string, string>;
+/** The raw fields of a job's row (empty when no job has that id) and the queue's protocol version. */
+export async function rowFields(
+  w: QueueWire,
+  id: string,
+): Promise<{ row: Record<string, string>; version: string | null }> {
+  const [row, version] = await replies<unknown>(
+    w.connector.client.pipeline().hgetall(w.keys.job(id)).hget(w.keys.key('meta'), 'version'),
+  );
+  return { row: row as Record<string, string>, version: version as string | null };
 }
 
 /** Up to `count` entries of the events stream, newest first, from `end` back to `since` (stream ids). */

@@ -7,9 +7,12 @@ import type { QueueWire } from './queue-wire.js';
 
 /** The job's row as a view, or null when no job has that id. */
 export async function row<D, R>(w: QueueWire, id: string): Promise<JobView<D, R> | null> {
-  const fields = (await w.connector.client.hgetall(w.keys.job(id))) as Record<string, string>;
-  if (!fields.state) return null;
-  return jobView<D, R>(id, fields);
+  const [fields, version] = await replies<unknown>(
+    w.connector.client.pipeline().hgetall(w.keys.job(id)).hget(w.keys.key('meta'), 'version'),
+  );
+  const f = fields as Record<string, string>;
+  if (!f.state) return null;
+  return jobView<D, R>(id, f, version as string | null);
 }
 
 /** Replies of a pipeline, the first error thrown. */
@@ -65,6 +68,11 @@ export function jobState(w: QueueWire, id: string): Promise<string | null> {
   return w.connector.client.hget(w.keys.job(id), 'state');
 }
 
+/** One field of the queue's meta, or null when it has none. */
+export function metaField(w: QueueWire, field: string): Promise<string | null> {
+  return w.connector.client.hget(w.keys.key('meta'), field);
+}
+
 /** Whether the whole queue is paused (meta `paused`). */
 export async function isPaused(w: QueueWire): Promise<boolean> {
   return (await w.connector.client.hget(w.keys.key('meta'), 'paused')) === '1';
@@ -84,11 +92,12 @@ export async function setsOf(w: QueueWire, state: JobState): Promise<string[]> {
 /** The rows of `ids` as views, in order; ids whose row is gone (removed meanwhile) are left out. */
 export async function rows<D, R>(w: QueueWire, ids: readonly string[]): Promise<JobView<D, R>[]> {
   if (ids.length === 0) return [];
-  const pipeline = w.connector.client.pipeline();
+  const pipeline = w.connector.client.pipeline().hget(w.keys.key('meta'), 'version');
   for (const id of ids) pipeline.hgetall(w.keys.job(id));
+  const [version, ...found] = await replies<unknown>(pipeline);
   const out: JobView<D, R>[] = [];
-  for (const [i, fields] of (await replies<Record<string, string>>(pipeline)).entries()) {
-    if (fields.state) out.push(jobView<D, R>(ids[i]!, fields));
+  for (const [i, fields] of (found as Record<string, string>[]).entries()) {
+    if (fields.state) out.push(jobView<D, R>(ids[i]!, fields, version as string | null));
   }
   return out;
 }

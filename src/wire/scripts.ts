@@ -18,6 +18,7 @@ export interface Script {
 
 export type ScriptName =
   | 'hello'
+  | 'migrate'
   | 'enqueue'
   | 'schedule'
   | 'promote'

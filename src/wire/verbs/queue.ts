@@ -104,3 +104,19 @@ export async function heartbeat(
   const [seen, notices] = (await w.run('heartbeat', [w.keys.prefix, consumerId, info])) as [number, number];
   return { seen, notices };
 }
+
+// ── 19.41 migrate ─────────────────────────────────────────────────────────────
+
+/**
+ * Steps the queue's protocol version from `from` to `from + 1` once every consumer alive
+ * within `windowMs` (or three of its beats) speaks it; resolves with the version now stored
+ * and how many alive consumers were checked. EMQFLEET names a consumer that does not speak it.
+ */
+export async function migrate(
+  w: QueueWire,
+  from: number,
+  windowMs: number,
+): Promise<{ version: number; alive: number }> {
+  const [version, alive] = (await w.run('migrate', [w.keys.prefix, from, from + 1, windowMs])) as unknown[];
+  return { version: Number(version), alive: Number(alive) };
+}
