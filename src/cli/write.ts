@@ -208,6 +208,64 @@ export function registerWrites(program: Command): void {
       });
     });
 
+  program
+    .command('migrate')
+    .description(
+      'step a queue up to the next protocol version once every live consumer speaks it (README "Upgrading")',
+    )
+    .argument('<queue>')
+    .option('--to <version>', 'the version to reach (default: the highest this release speaks)', wholeArg(1))
+    .option('--window <ms>', 'a consumer that beat within this many ms counts as alive', wholeArg(0), 60_000)
+    .option('--check', 'only say what is stored and which alive consumers speak what; change nothing')
+    .action(async (queue: string, opts: { to?: number; window: number; check?: boolean }, cmd: Command) => {
+      const g = globals(cmd);
+      await withSession(g, async (s) => {
+        await requireQueue(s, queue);
+        const q = s.mq.queue(queue);
+        if (opts.check) {
+          const version = await q.protocolVersion();
+          const alive = (await s.inspector.consumers(queue)).filter(
+            (c) => c.silentMs <= Math.max(opts.window, 3 * c.beatMs),
+          );
+          const next = version + 1;
+          const holding = alive.filter((c) => !c.protocols.includes(next));
+          if (g.json)
+            return printJson({
+              queue,
+              version,
+              alive: alive.map(({ id, host, pid, protocols, silentMs }) => ({
+                id,
+                host,
+                pid,
+                protocols,
+                silentMs,
+              })),
+            });
+          write(`queue ${queue}: protocol ${version}; ${alive.length} consumer(s) alive`);
+          for (const c of alive)
+            write(
+              `  ${c.id} (${c.host} pid ${c.pid}) speaks ${c.protocols.join(',')}, beat ${c.silentMs} ms ago`,
+            );
+          write(
+            holding.length === 0
+              ? `every alive consumer speaks ${next}: echomq migrate ${queue} would step it up`
+              : `${holding.length} alive consumer(s) speak no ${next}: upgrade or stop them first`,
+          );
+          return;
+        }
+        const r = await q.migrate({
+          windowMs: opts.window,
+          ...(opts.to === undefined ? {} : { to: opts.to }),
+        });
+        if (g.json) return printJson({ queue, ...r });
+        write(
+          r.version === r.from
+            ? `queue ${queue} is at protocol ${r.version} already: nothing to do`
+            : `queue ${queue}: protocol ${r.from} -> ${r.version} (${r.consumers} alive consumer(s), each speaks ${r.version})`,
+        );
+      });
+    });
+
   jobCommand(
     program,
     'remove',

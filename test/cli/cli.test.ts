@@ -206,6 +206,7 @@ describe('usage', CHILD_PROCESSES, () => {
       'pause',
       'resume',
       'clean',
+      'migrate',
     ]) {
       expect(r.stdout).toContain(c);
     }
@@ -535,6 +536,34 @@ describe('retry, cancel, remove, pause, resume, clean, enqueue', CHILD_PROCESSES
     const again = await cli(['remove', q.name, id]);
     expect(again.code).toBe(2);
     expect(again.stderr).toContain(`no job ${id} in queue ${q.name}`);
+  });
+
+  it('migrate --check names the consumers that hold a step back; migrate steps up once none is alive', async ({
+    raw,
+    q,
+    key,
+  }) => {
+    await q.enqueue({});
+    const now = Number((await raw.time())[0]) * 1000;
+    // A consumer of the previous release: its heartbeat info lists no protocols (version 1 only).
+    await raw.zadd(key('consumers'), now, 'old-1');
+    await raw.hset(key('consumers:info'), 'old-1', JSON.stringify({ host: 'box', pid: 7, beatMs: 1000 }));
+    const check = await cli(['migrate', q.name, '--check']);
+    expect(check.code).toBe(0);
+    expect(check.stdout).toContain(`queue ${q.name}: protocol 1; 1 consumer(s) alive`);
+    expect(check.stdout).toMatch(/old-1 \(box pid 7\) speaks 1, beat \d+ ms ago/);
+    expect(check.stdout).toContain('1 alive consumer(s) speak no 2: upgrade or stop them first');
+    const refused = await cli(['migrate', q.name]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/EMQFLEET.*consumer old-1 \(box pid 7\) speaks protocol 1, not 2/);
+    expect(await raw.hget(key('meta'), 'version')).toBe('1');
+    await raw.zadd(key('consumers'), now - 120_000, 'old-1'); // silent for two minutes: gone
+    const stepped = await cli(['migrate', q.name, '--json']);
+    expect(JSON.parse(stepped.stdout)).toEqual({ queue: q.name, from: 1, version: 2, consumers: 0 });
+    expect(await raw.hget(key('meta'), 'version')).toBe('2');
+    expect((await cli(['migrate', q.name])).stdout).toBe(
+      `queue ${q.name} is at protocol 2 already: nothing to do\n`,
+    );
   });
 
   it('pause and resume the whole queue, or one lane with --group', async ({ raw, q, key }) => {
