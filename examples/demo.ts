@@ -1,7 +1,7 @@
 // `npm start`: a producer and a consumer on one queue, printing what happens with timestamps.
 // Uses REDIS_URL (which must answer), else a Redis answering on 127.0.0.1:6379, else the
 // in-process memory engine. Ends by itself after DEMO_SECONDS (default 5) or on Ctrl-C.
-import { EchoMQ, EchoMQError, type Job, mintJobId, type RedisClient } from '../src/index.js';
+import { EchoMQ, EchoMQError, type Job, mintJobId } from '../src/index.js';
 import { findRedis } from '../tools/dev-redis.js';
 
 interface Task {
@@ -116,7 +116,9 @@ function shutdown(why: string): Promise<void> {
     const counts = await queue.counts();
     log('demo', `jobs by state: ${JSON.stringify(counts)}`);
     await events.close();
-    await removeQueueKeys(mq.connector.client, queueName);
+    // Every key of the queue, and its entry in the registry of queues (emq:queues) that
+    // `echomq queues` and the dashboard list: nothing of this run is left behind.
+    await queue.obliterate();
     await mq.close();
     log(
       'demo',
@@ -124,16 +126,6 @@ function shutdown(why: string): Promise<void> {
     );
   })();
   return stopping;
-}
-
-/** Deletes this run's keys (all under `emq:{<queue>}:`) with SCAN, never KEYS. */
-async function removeQueueKeys(client: RedisClient, name: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await client.scan(cursor, 'MATCH', `emq:{${name}}:*`, 'COUNT', 500);
-    if (keys.length > 0) await client.unlink(...keys);
-    cursor = next;
-  } while (cursor !== '0');
 }
 
 const timer = setTimeout(() => void shutdown(`${seconds} s are up`), seconds * 1000);

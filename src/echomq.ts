@@ -62,7 +62,9 @@ export class EchoMQ {
     knownKeys(opts, QUEUE_OPTIONS, 'queue option');
     let q = this.queues.get(name);
     if (!q) {
-      q = new Queue(this.connector, name, { ...this.defaults, ...opts });
+      // An option given as undefined (an unset variable) leaves the connection's default.
+      const given = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined));
+      q = new Queue(this.connector, name, { ...this.defaults, ...given });
       this.queues.set(name, q);
     }
     return q as Queue<D, R>;

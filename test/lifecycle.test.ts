@@ -207,6 +207,37 @@ describe('a Redis that does not answer', () => {
   });
 });
 
+describe('options given as undefined (an unset environment variable)', () => {
+  it('mean the default: url falls back to REDIS_URL, connect and queue limits to their defaults', async () => {
+    const saved = process.env.REDIS_URL;
+    process.env.REDIS_URL = env.server.url;
+    const own = await EchoMQ.connect({
+      url: undefined,
+      connectTimeoutMs: undefined,
+      module: undefined,
+      redisOptions: undefined,
+      durability: undefined,
+      defaultAttempts: 5,
+      maxPayloadBytes: undefined,
+    }).finally(() => {
+      if (saved === undefined) delete process.env.REDIS_URL;
+      else process.env.REDIS_URL = saved;
+    });
+    try {
+      // The connection's defaultAttempts stays when a queue's own is undefined.
+      const q = own.queue(`undefined-opts-${process.pid}`, {
+        defaultAttempts: undefined,
+        maxPayloadBytes: undefined,
+      });
+      const { id } = await q.enqueue({ n: 1 });
+      expect((await q.get(id))?.maxAttempts).toBe(5);
+      expect(q.maxPayloadBytes).toBe(512 * 1024);
+    } finally {
+      await own.close();
+    }
+  });
+});
+
 describe('consume() arguments', () => {
   it('unknown options are refused for consume() and mq.queue(), naming the known ones', ({
     mq,

@@ -82,7 +82,7 @@ describe('README quick start', () => {
 // ── the demo ────────────────────────────────────────────────────────────────────
 
 describe('npm start (examples/demo.ts)', () => {
-  it('runs every job to completion against REDIS_URL, exits by itself and leaves no keys', async () => {
+  it('runs every job to completion against REDIS_URL, exits by itself and leaves no keys, nor its name in the registry', async () => {
     const run = await runTs('examples/demo.ts', cleanEnv({ REDIS_URL: env.server.url, DEMO_SECONDS: '2' }));
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
@@ -107,6 +107,9 @@ describe('npm start (examples/demo.ts)', () => {
     const raw = env.server.client();
     try {
       expect(await raw.keys('emq:{demo-*')).toEqual([]);
+      // `echomq queues` lists the registry (emq:queues): no ghost of the demo's queue in it.
+      const registered = await raw.smembers('emq:queues');
+      expect(registered.filter((name) => name.startsWith('demo-'))).toEqual([]);
     } finally {
       await raw.quit();
     }

@@ -92,9 +92,9 @@ export interface DedupeOptions {
 
 export interface QueueOptions {
   /** Attempts for jobs enqueued without `attempts`. Default 3. */
-  defaultAttempts?: number;
+  defaultAttempts?: number | undefined;
   /** The largest encoded payload accepted, in bytes. Default 512 KiB. */
-  maxPayloadBytes?: number;
+  maxPayloadBytes?: number | undefined;
 }
 
 /** Queue-wide settings, kept in the queue's meta hash (shared by every runtime on the queue). */

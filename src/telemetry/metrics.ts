@@ -24,14 +24,14 @@ export interface MetricsOptions {
   /** The connection whose queues are measured. */
   mq: EchoMQ;
   /** The queues to measure. Default: every queue in the registry of queue names, re-read at each scrape. */
-  queues?: readonly string[];
+  queues?: readonly string[] | undefined;
   /** Prefix of every metric name. Default 'echomq_'. */
-  prefix?: string;
+  prefix?: string | undefined;
   /**
    * Follow the events stream for the counters and the wait histogram. Default true; false
    * leaves those two empty and opens no connection.
    */
-  events?: boolean;
+  events?: boolean | undefined;
   /** Share a dashboard's event readers instead of opening readers of its own (internal). */
   hub?: EventHub;
 }

@@ -33,9 +33,9 @@ import { dropTrace, keepTrace, keepTraces, readTrace } from '../wire/trace-store
 
 export interface TracingOptions {
   /** The tracer spans are made with. Default: trace.getTracer('echomq'), the global provider's. */
-  tracer?: Tracer;
+  tracer?: Tracer | undefined;
   /** How long a job's trace context is kept for its attempts, in ms. Default 7 days (604800000). */
-  ttlMs?: number;
+  ttlMs?: number | undefined;
 }
 
 const DEFAULT_TTL_MS = 7 * 24 * 3600 * 1000;

@@ -20,28 +20,28 @@ export interface ConnectOptions {
    * shared by every connection in the process that names it: for tests, demos and
    * single-process development, not production (see src/wire/memory/).
    */
-  url?: string;
+  url?: string | undefined;
   /** An ioredis client (Redis or Cluster) you own; EchoMQ will not close it. */
-  redis?: RedisClient;
+  redis?: RedisClient | undefined;
   /** Extra ioredis options for connections EchoMQ opens from `url`. */
-  redisOptions?: RedisOptions;
+  redisOptions?: RedisOptions | undefined;
   /**
    * The native module (module/, README "The native module"): 'auto' (default) sends the sweeps
    * as its commands where the server offers them, 'off' always as scripts, 'require' refuses to
    * connect without it.
    */
-  module?: ModuleMode;
+  module?: ModuleMode | undefined;
   /**
    * Replicated acknowledgement (README "Reliability"): enqueue and complete resolve only once
    * WAIT says `replicas` replicas have the write (within `timeoutMs`, default 1000), else fail
    * with EMQDURABILITY. Off by default; per call too (enqueue options, consume options).
    */
-  durability?: Durability | false;
+  durability?: Durability | false | undefined;
   /**
    * How long connect() waits for the server's first answer, in ms; default 5000. A refused
    * connection, an unknown host or a refused password fails at once, naming the URL and cause.
    */
-  connectTimeoutMs?: number;
+  connectTimeoutMs?: number | undefined;
   /**
    * The protocol version a queue without one is stamped with when this connection first uses
    * it (README "Upgrading"): 1 (default), which a fleet of the previous release also speaks,

@@ -14,8 +14,8 @@ export interface Run {
 }
 
 /**
- * Runs `command args` from the repository root; SIGKILLed once `timeoutMs` have passed. Its
- * stdin gets `input` (default none) and is then closed.
+ * Runs `command args` from the repository root (or `cwd`); SIGKILLed once `timeoutMs` have
+ * passed. Its stdin gets `input` (default none) and is then closed.
  */
 export function runProcess(
   command: string,
@@ -23,9 +23,10 @@ export function runProcess(
   timeoutMs: number,
   env: NodeJS.ProcessEnv = process.env,
   input?: string,
+  cwd: string = ROOT,
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
     child.stdin.on('error', () => {}); // a child that exits without reading: EPIPE is no failure
     child.stdin.end(input ?? ''); // no input: stdin at its end at once, as /dev/null would be
     let stdout = '';
