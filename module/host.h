@@ -107,4 +107,20 @@ int add_event3(Sweep *s, RedisModuleString *events, const char *event, Str id, c
 /* Replies the failure a write pass stopped on. */
 int reply_failure(Sweep *s);
 
+/* A build of a later feature level, for the callers' reply-tolerance test (SPEC 22.1, 26):
+ * with -DEMQ_LATER_LEVEL (make later-level) every tuple reply carries entries after today's,
+ * as a later level may append them. A release build appends nothing. */
+#ifdef EMQ_LATER_LEVEL
+#define LATER_ENTRIES 2
+static inline void reply_later_entries(RedisModuleCtx *ctx) {
+  RedisModule_ReplyWithArray(ctx, 2);
+  RedisModule_ReplyWithLongLong(ctx, 1);
+  RedisModule_ReplyWithLongLong(ctx, 2);
+  RedisModule_ReplyWithLongLong(ctx, 9);
+}
+#else
+#define LATER_ENTRIES 0
+static inline void reply_later_entries(RedisModuleCtx *ctx) { (void)ctx; }
+#endif
+
 #endif

@@ -143,11 +143,12 @@ int emq_promote(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
       double d;
       if (lua_number(score, &d)) at = (long long)d; /* a Lua number replied as an integer: truncated */
     }
-    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithArray(ctx, 4 + LATER_ENTRIES);
     RedisModule_ReplyWithLongLong(ctx, (long long)n);
     RedisModule_ReplyWithLongLong(ctx, s->now);
     RedisModule_ReplyWithLongLong(ctx, at);
     RedisModule_ReplyWithLongLong(ctx, handoffs);
+    reply_later_entries(ctx);
     return REDISMODULE_OK;
   }
   RedisModule_ReplyWithLongLong(ctx, (long long)n);

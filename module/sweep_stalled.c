@@ -196,7 +196,7 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (s->failure) {
     reply_failure(s);
   } else {
-    RedisModule_ReplyWithArray(ctx, 2);
+    RedisModule_ReplyWithArray(ctx, 2 + LATER_ENTRIES);
     Ids *lists[] = {&recovered, &dead};
     for (int l = 0; l < 2; l++) {
       RedisModule_ReplyWithArray(ctx, (long)lists[l]->n);
@@ -206,6 +206,7 @@ int emq_stalled_check(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         RedisModule_FreeString(ctx, v);
       }
     }
+    reply_later_entries(ctx);
   }
   RedisModule_Free(recovered.ids);
   RedisModule_Free(dead.ids);
