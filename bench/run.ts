@@ -12,7 +12,7 @@ import { MemoryEngine } from '../src/wire/memory/engine.js';
 import { RedisServer } from '../test/support/redis-server.js';
 import type { Adapter } from './adapters/adapter.js';
 import { bullmqAdapter } from './adapters/bullmq.js';
-import { echomqAdapter } from './adapters/echomq.js';
+import { echomqAdapter, useProtocolVersion } from './adapters/echomq.js';
 import { CEILINGS, type Ceiling } from './ceiling.js';
 import { SCALING } from './scaling.js';
 import { median } from './stats.js';
@@ -31,11 +31,13 @@ interface Options {
   hz: number | undefined;
   /** Load the native module (module/build/echomq.so) into the bench's redis-server. */
   module: boolean;
+  /** The protocol version EchoMQ's queues are stamped with (SPEC 22.3; default 1). */
+  protocol: 1 | 2;
 }
 
 class UsageError extends Error {}
 
-const USAGE = `usage: tsx bench/run.ts [--quick | --tiny | --large] [--only <workload,...>] [--rounds <n>] [--hz <n>] [--module]
+const USAGE = `usage: tsx bench/run.ts [--quick | --tiny | --large] [--only <workload,...>] [--rounds <n>] [--hz <n>] [--module] [--protocol <1|2>]
   --quick   small N, 1 round (a smoke run, under two minutes)
   --tiny    very small N, 1 round (the test suite's run)
   --large   the full N, the scale-* workloads at issue 18's sizes (1,000,000 waiting, scheduled and
@@ -44,6 +46,7 @@ const USAGE = `usage: tsx bench/run.ts [--quick | --tiny | --large] [--only <wor
   --rounds  rounds per workload and library (default 3; 1 with --quick or --tiny)
   --hz      start redis-server with this --hz (default: Redis's own, 10)
   --module  load the native module (npm run build:module first): EchoMQ sweeps with its commands
+  --protocol  the protocol version EchoMQ's queues start at (default 1; 2 keeps no max of 3 per row)
 workloads: ${[...WORKLOADS.map((w) => w.id), ...CEILINGS.map((c) => c.id)].join(', ')}`;
 
 function parseArgs(argv: string[]): Options {
@@ -52,6 +55,7 @@ function parseArgs(argv: string[]): Options {
   let only: string[] | undefined;
   let hz: number | undefined;
   let module = false;
+  let protocol: 1 | 2 = 1;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--quick' || a === '--tiny' || a === '--large') mode = a.slice(2) as Options['mode'];
@@ -66,12 +70,16 @@ function parseArgs(argv: string[]): Options {
       if (!Number.isInteger(hz) || hz < 1 || hz > 500)
         throw new UsageError('--hz wants a whole number 1-500');
     } else if (a === '--module') module = true;
-    else if (a === '--help' || a === '-h') {
+    else if (a === '--protocol' || a.startsWith('--protocol=')) {
+      const v = a === '--protocol' ? argv[++i] : a.slice(11);
+      if (v !== '1' && v !== '2') throw new UsageError('--protocol wants 1 or 2');
+      protocol = Number(v) as 1 | 2;
+    } else if (a === '--help' || a === '-h') {
       console.log(USAGE);
       process.exit(0);
     } else throw new UsageError(`unknown argument ${a}`);
   }
-  return { mode, rounds: rounds ?? (mode === 'full' ? 3 : 1), only, hz, module };
+  return { mode, rounds: rounds ?? (mode === 'full' ? 3 : 1), only, hz, module, protocol };
 }
 
 function selects(only: string[] | undefined, id: string): boolean {
@@ -494,6 +502,7 @@ async function main(): Promise<number> {
         : []),
     ],
   });
+  useProtocolVersion(opts.protocol);
   const loadBefore = loadavg()[0]!;
   const admin = server.client();
   // The memory engine of the memory:// column; its admin client is a client on it.
@@ -503,7 +512,9 @@ async function main(): Promise<number> {
   try {
     const info = await admin.info('server');
     const redisVersion = /^redis_version:(\S+)/m.exec(info)?.[1] ?? '?';
-    const hz = `${/^hz:(\d+)/m.exec(info)?.[1] ?? '?'}${opts.module ? ', the native module loaded' : ''}`;
+    const hz = `${/^hz:(\d+)/m.exec(info)?.[1] ?? '?'}${opts.module ? ', the native module loaded' : ''}${
+      opts.protocol === 2 ? ', EchoMQ queues at protocol version 2' : ''
+    }`;
     const bullVersion = (
       JSON.parse(readFileSync(new URL('../node_modules/bullmq/package.json', import.meta.url), 'utf8')) as {
         version: string;

@@ -11,6 +11,13 @@ import {
   sleep,
 } from './adapter.js';
 
+/** The protocol version new queues are stamped with (bench/run.ts --protocol; SPEC 22.3). */
+let protocolVersion: 1 | 2 = 1;
+
+export function useProtocolVersion(version: 1 | 2): void {
+  protocolVersion = version;
+}
+
 const B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 
 /** The instant an occurrence id stands for ('JOB' + 10 base32 characters + ':r:' or ':s:'). */
@@ -25,7 +32,7 @@ function slotOf(id: string): number | undefined {
 export const echomqAdapter: Adapter = {
   name: 'EchoMQ',
   async open(url: string, name: string): Promise<Session> {
-    const mq = await EchoMQ.connect({ url });
+    const mq = await EchoMQ.connect({ url, protocolVersion });
     const queue = mq.queue<Data, void>(name);
     return {
       async add(data) {
