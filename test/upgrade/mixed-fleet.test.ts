@@ -237,6 +237,32 @@ async function untilHolding(
   throw new Error(`${consumer.name} never held a job`);
 }
 
+/**
+ * Adds short jobs through `producer` until one of `consumers` completed one of its jobs. Which
+ * consumer claims a job is up to the fleet (the others may drain a batch before a consumer that
+ * started late asks), so this asks again, a batch at a time, until it is one of these.
+ */
+async function untilCompletedBy(
+  consumers: Member[],
+  producer: Member,
+  tag: string,
+  all: string[],
+): Promise<void> {
+  const ranOne = () => consumers.some((c) => all.some((id) => c.completed.has(id)));
+  for (let round = 0; round < 30 && !ranOne(); round++) {
+    const more = await producer.add(`${tag}-${round}`, { count: 12, holdMs: 20, attempts: 3 });
+    all.push(...more);
+    await poll(
+      async () => more.filter((id) => members.some((m) => m.completed.has(id))).length,
+      (n) => n === more.length || ranOne(),
+      `the jobs ${tag}-${round} completed`,
+      30_000,
+    );
+  }
+  if (!ranOne())
+    throw new Error(`none of ${consumers.map((c) => c.name).join(', ')} ran a job of ${producer.name}`);
+}
+
 interface Outcome {
   jobs: number;
   occurrences: number;
@@ -270,18 +296,8 @@ async function roll(
   const fromB = await addWork(bp, 'b');
 
   // Each side runs the other's jobs and reads the other's rows.
-  await poll(
-    async () => [...b1.completed].some((id) => fromA.includes(id)),
-    Boolean,
-    `${second.label}'s consumer completed a job of ${first.label}'s producer`,
-    30_000,
-  );
-  await poll(
-    async () => [...a1.completed, ...a2.completed].some((id) => fromB.includes(id)),
-    Boolean,
-    `${first.label}'s consumers completed a job of ${second.label}'s producer`,
-    30_000,
-  );
+  await untilCompletedBy([b1], ap, 'a-more', fromA);
+  await untilCompletedBy([a1, a2], bp, 'b-more', fromB);
   const viewOf = async (m: Member, id: string) =>
     JSON.parse((await m.send(`get ${id}`)).slice(5)) as JobView<Work>;
   expect((await viewOf(ap, fromB[0]!)).data.from).toBe('bp');
