@@ -1,9 +1,11 @@
 /* The EchoMQ module: the protocol's two sweeps as server commands, EMQ.PROMOTE and
- * EMQ.STALLED.CHECK, replying exactly as promote.lua and sweep_stalled.lua do. Load it with
- * `redis-server --loadmodule module/build/echomq.so` (or MODULE LOAD). */
+ * EMQ.STALLED.CHECK, replying exactly as promote.lua and sweep_stalled.lua do, and timers that
+ * release each queue's due jobs at their instant (timers.c, EMQ.TIMERS). Load it with
+ * `redis-server --loadmodule module/build/echomq.so [timers off]` (or MODULE LOAD). */
 #include "promote.h"
 #include "redis_api.h"
 #include "sweep_stalled.h"
+#include "timers.h"
 
 #define MODULE_NAME "echomq"
 #define MODULE_VERSION 1
@@ -36,12 +38,10 @@ int emq_api_init(RedisModuleCtx *ctx, const char *name, int version) {
 #define FLAGS "write getkeys-api"
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  (void)argv;
-  (void)argc;
   if (emq_api_init(ctx, MODULE_NAME, MODULE_VERSION) != REDISMODULE_OK) return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.promote", emq_promote, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.stalled.check", emq_stalled_check, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
-  return REDISMODULE_OK;
+  return emq_timers_load(ctx, argv, argc);
 }

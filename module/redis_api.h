@@ -2,7 +2,7 @@
  * reference (redis.io, "Modules API reference") rather than copied from redismodule.h.
  *
  * API version relied on: REDISMODULE_APIVER_1, as served by Redis 7.0 and later (and Valkey,
- * which keeps the same API). Every function below exists since Redis 4.0 or 5.0, except
+ * which keeps the same API). Every function below exists since Redis 4.0 or 6.0, except
  * RedisModule_CachedMicroseconds (Redis 7.2), which is looked up but optional: without it the
  * one clock reading of a call is RedisModule_Milliseconds.
  *
@@ -48,7 +48,21 @@ typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleString RedisModuleString;
 typedef struct RedisModuleKey RedisModuleKey;
 typedef struct RedisModuleCallReply RedisModuleCallReply;
+typedef struct RedisModuleDict RedisModuleDict;
 typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+/* Timers (the reference's "Modules Timers API"): a callback the event loop runs once, after a
+ * period in ms; never while the server loads its data. */
+typedef uint64_t RedisModuleTimerID;
+typedef void (*RedisModuleTimerProc)(RedisModuleCtx *ctx, void *data);
+
+/* Keyspace notifications a module subscribes to (independent of notify-keyspace-events). */
+#define REDISMODULE_NOTIFY_ZSET (1 << 7)
+typedef int (*RedisModuleNotificationFunc)(RedisModuleCtx *ctx, int type, const char *event,
+                                           RedisModuleString *key);
+
+/* RedisModule_GetContextFlags: the server is a primary (not a replica). */
+#define REDISMODULE_CTX_FLAGS_MASTER (1 << 2)
 
 /* X(return type, name without the RedisModule_ prefix, parameters, required) */
 #define EMQ_REDIS_API(X)                                                                        \
@@ -83,6 +97,15 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
   X(RedisModuleCallReply *, CallReplyArrayElement, (RedisModuleCallReply * reply, size_t i), 1) \
   X(const char *, CallReplyStringPtr, (RedisModuleCallReply * reply, size_t *len), 1)           \
   X(long long, Milliseconds, (void), 1)                                                         \
+  X(int, GetContextFlags, (RedisModuleCtx * ctx), 1)                                            \
+  X(RedisModuleTimerID, CreateTimer,                                                            \
+    (RedisModuleCtx * ctx, long long period, RedisModuleTimerProc callback, void *data), 1)     \
+  X(int, StopTimer, (RedisModuleCtx * ctx, RedisModuleTimerID id, void **data), 1)              \
+  X(int, SubscribeToKeyspaceEvents, (RedisModuleCtx * ctx, int types, RedisModuleNotificationFunc cb), 1) \
+  X(RedisModuleDict *, CreateDict, (RedisModuleCtx * ctx), 1)                                   \
+  X(void *, DictGetC, (RedisModuleDict * d, void *key, size_t keylen, int *nokey), 1)           \
+  X(int, DictSetC, (RedisModuleDict * d, void *key, size_t keylen, void *ptr), 1)              \
+  X(int, StringToLongLong, (const RedisModuleString *str, long long *ll), 1)                   \
   X(long long, CachedMicroseconds, (void), 0)
 
 #define EMQ_DECLARE(ret, name, params, required) extern ret(*RedisModule_##name) params;

@@ -22,7 +22,7 @@ function laterLevelModule(): string | undefined {
 }
 
 const later = laterLevelModule();
-const env = useRedisServer({ args: later ? ['--loadmodule', later] : [] });
+const env = useRedisServer({ args: later ? ['--loadmodule', later, 'timers', 'off'] : [] });
 const it = queueTest<{ n: number }, number>(env, 'module-later');
 
 describe.skipIf(!later)("the module's callers read a later level's replies", () => {
