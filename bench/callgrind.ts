@@ -2,7 +2,8 @@
 // its idle cron is ~0.1M instructions/s), EchoMQ and BullMQ driven through bench/adapters, counts
 // zeroed after a warm-up (1,100 jobs for c1, so retention is at its steady state) and divided by N.
 // Instruction counts hold on a loaded machine where seconds do not. Needs valgrind.
-//   npx tsx bench/callgrind.ts [c1|c100|add|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job)
+//   npx tsx bench/callgrind.ts [c1|c100|add|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job;
+//   PROTOCOL=2: EchoMQ's queues at protocol version 2)
 //   c100: N processed at concurrency 100 out of a backlog of WAITING (default N) jobs
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Adapter } from './adapters/adapter.js';
 import { bullmqAdapter } from './adapters/bullmq.js';
-import { echomqAdapter } from './adapters/echomq.js';
+import { echomqAdapter, useProtocolVersion } from './adapters/echomq.js';
 import { payloads } from './workloads.js';
 
 const what = process.argv[2] ?? 'all';
@@ -29,6 +30,10 @@ const freePort = () =>
   });
 
 async function main() {
+  if (process.env.PROTOCOL !== undefined && process.env.PROTOCOL !== '1' && process.env.PROTOCOL !== '2') {
+    throw new Error(`PROTOCOL must be 1 or 2, got ${JSON.stringify(process.env.PROTOCOL)}`);
+  }
+  useProtocolVersion(process.env.PROTOCOL === '2' ? 2 : 1);
   const adapters: Record<string, Adapter> = { echomq: echomqAdapter, bullmq: bullmqAdapter };
   mkdirSync(OUT, { recursive: true });
   const port = await freePort();
