@@ -275,7 +275,10 @@ func (c *Consumer) recover() error {
 	}
 	host, _ := os.Hostname()
 	info, _ := json.Marshal(map[string]interface{}{
-		"host": host, "pid": os.Getpid(), "concurrency": c.opts.Concurrency, "running": running, "runtime": "go",
+		"host": host, "pid": os.Getpid(), "concurrency": c.opts.Concurrency, "running": running,
+		"beatMs": c.opts.BeatMs, "runtime": "go",
+		// The versions it speaks: migrate steps a queue up only when every live consumer does.
+		"protocols": ProtocolVersions,
 	})
 	if _, err := c.q.Run("heartbeat", "", c.q.Prefix, c.ID, string(info)); err != nil {
 		return err
@@ -942,6 +945,11 @@ func (c *Consumer) Close(timeout time.Duration) error {
 	close(c.stop)
 	<-c.ackDone
 	<-c.extDone
+	// The last heartbeat: tools (and migrate's check of the fleet) stop counting this consumer
+	// at once, not once it is an hour silent.
+	if _, leaveErr := c.q.Run("heartbeat", "", c.q.Prefix, c.ID, ""); err == nil {
+		err = leaveErr
+	}
 	return err
 }
 
