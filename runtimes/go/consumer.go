@@ -308,11 +308,17 @@ func (c *Consumer) promote() (bool, error) {
 	}
 	c.lastPromote = now
 	c.mu.Unlock()
-	reply, err := redis.Int64s(c.q.Run("promote", "", argv...))
+	reply, err := redis.Values(c.q.Run("promote", "", argv...))
 	if err != nil {
 		return false, err
 	}
-	count, serverNow, nextDue := reply[0], reply[1], reply[2]
+	// {count, now_ms, next_due_ms, …}: the entries this runtime knows, by position; a later
+	// level may append more (SPEC 22.1).
+	known, err := redis.Int64s(reply[:min(3, len(reply))], nil)
+	if err != nil || len(known) < 3 {
+		return false, newError("EMQPROTOCOL", "promote replied %v, not {count, now_ms, next_due_ms, …}", reply)
+	}
+	count, serverNow, nextDue := known[0], known[1], known[2]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if count >= int64(c.opts.PromoteBatch) {
