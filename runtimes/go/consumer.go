@@ -375,7 +375,11 @@ func (c *Consumer) park() {
 			wait = at.Sub(now)
 		}
 	}
-	block := c.short && c.freeLocked() > 0
+	// It reads the wake stream after a short claim, and also while every slot is busy: a `w s`
+	// (a delayed job enqueued meanwhile) then makes it promote and learn the schedule's head, so
+	// the job is promoted at its instant, not at the next completion or beat. A slot freed while
+	// it reads ends the read (freedSlot). Free slots after a full claim: it only sleeps.
+	block := c.short || c.freeLocked() <= 0
 	wakeID := c.wakeID
 	// A read that ends at the beat may come back a server tick late: when a due instant
 	// follows within that, an alarm ends it on time (CLIENT UNBLOCK) instead.
@@ -728,7 +732,19 @@ func (c *Consumer) flushAcks() {
 			c.learnHeadLocked(serverNow, nextDue)
 			c.mu.Unlock()
 		}
-		signal(c.kick)
+		c.freedSlot()
+	}
+}
+
+// freedSlot wakes the loop to claim for a slot that came free: a sleep ends at once, and a wake
+// read made while every slot was busy is ended (CLIENT UNBLOCK), unless the last claim came back
+// short (nothing to claim until a wake says so).
+func (c *Consumer) freedSlot() {
+	signal(c.kick)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parked == "block" && !c.short && c.freeLocked() > 0 {
+		c.armUnblockLocked(0)
 	}
 }
 
@@ -783,7 +799,7 @@ func (c *Consumer) failed(job *Job, handlerErr error) {
 		}
 		time.Sleep(100 * time.Millisecond) // keep the lease alive and try again
 	}
-	signal(c.kick) // a slot is free: claim for it
+	c.freedSlot()
 }
 
 func (c *Consumer) finish(job *Job) {

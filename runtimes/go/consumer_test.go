@@ -332,3 +332,46 @@ func TestDelayedJobsStartAtTheirRunAtNeverEarly(t *testing.T) {
 	t.Logf("lateness of %d delayed jobs (started - runat, server ms): p50 %d, p90 %d, max %d",
 		n, late[n/2], late[n*9/10], late[n-1])
 }
+
+// #32 (a): a consumer whose every slot is busy keeps reading the wake stream, so a delayed job
+// enqueued while long handlers hold every slot is promoted at its instant: before any handler
+// completes, and with the beat an hour away (no beat can have done it).
+func TestABusyConsumerPromotesADelayedJobBeforeAnyCompletionOrBeat(t *testing.T) {
+	q := testQueue(t)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	started := map[string]bool{}
+	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+		mu.Lock()
+		started[job.ID] = true
+		mu.Unlock()
+		<-release
+		return nil, nil
+	}, ConsumerOptions{Concurrency: 2, BeatMs: 3600000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(5 * time.Second)
+	for i := 0; i < 2; i++ {
+		if _, err := q.Enqueue(i, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "both slots busy", func() bool { return c.Running() == 2 })
+	delayed, err := q.EnqueueIn("later", 300*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the delayed job promoted while every slot is busy", func() bool {
+		v, err := q.Get(delayed.ID)
+		return err == nil && v.State == "pending"
+	})
+	if c.Running() != 2 {
+		t.Fatalf("a handler ended before the promote: %d running", c.Running())
+	}
+	close(release)
+	waitFor(t, 20*time.Second, "the delayed job completed", func() bool {
+		v, err := q.Get(delayed.ID)
+		return err == nil && v.State == "completed"
+	})
+}
