@@ -52,13 +52,16 @@ type ConsumerOptions struct {
 }
 
 // ConsumerEvent is a job's end as this consumer saw it: Kind "completed", "failed" (Outcome
-// "retry", "dead" or "cancelled") or "lost" (its result was not stored).
+// "retry", "dead" or "cancelled") or "lost" (its result was not stored); or the consumer's own
+// health, with Job nil: "degraded" (a beat failed: Err says why, WaitMs how long it backs off
+// before the next, doubling from 100 ms up to 5 s) and "recovered" (the first whole beat after).
 type ConsumerEvent struct {
 	Kind    string
 	Job     *Job
 	Result  string // completed: the encoded result ('' for none)
-	Err     error  // failed: the handler's error
+	Err     error  // failed: the handler's error; degraded: the beat's
 	Outcome string
+	WaitMs  int64 // degraded: the back-off before the next beat
 }
 
 // Job is a claimed job as a handler sees it.
@@ -234,18 +237,26 @@ func (c *Consumer) loop() {
 			if c.isClosing() {
 				break
 			}
+			// Redis is away or refusing: back off exponentially instead of spinning on it.
 			streak++
 			wait := 50 * time.Millisecond << uint(min(streak, 7))
-			if wait > 5*time.Second {
-				wait = 5 * time.Second
+			if wait > degradedCap {
+				wait = degradedCap
 			}
+			c.emit(ConsumerEvent{Kind: "degraded", Err: err, WaitMs: wait.Milliseconds()})
 			c.sleep(wait)
 			continue
 		}
-		streak = 0
+		if streak > 0 {
+			streak = 0
+			c.emit(ConsumerEvent{Kind: "recovered"})
+		}
 		c.park()
 	}
 }
+
+// degradedCap is the longest back-off between failing beats (the TypeScript runtime's).
+const degradedCap = 5 * time.Second
 
 func (c *Consumer) beat() error {
 	if err := c.recover(); err != nil {

@@ -169,6 +169,14 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions) {
 		out.Encode(v)
 	}
 	opts.OnEvent = func(e echomq.ConsumerEvent) {
+		if e.Job == nil { // degraded or recovered: the consumer's health
+			line := map[string]interface{}{"kind": e.Kind, "waitMs": e.WaitMs}
+			if e.Err != nil {
+				line["error"] = e.Err.Error()
+			}
+			print(line)
+			return
+		}
 		line := map[string]interface{}{"kind": e.Kind, "id": e.Job.ID, "attempt": e.Job.Attempts}
 		if e.Outcome != "" {
 			line["outcome"] = e.Outcome
