@@ -86,7 +86,7 @@ func TestHelloStampsTheDefaultVersionAndTheRuntimeSpeaksTheStoredOne(t *testing.
 	}
 	later := testQueueOf(t, v1, "later")
 	_, err = later.Enqueue(1, nil)
-	if Code(err) != "EMQPROTOCOL" || !strings.Contains(err.Error(), "1 to 2") {
+	if !errors.Is(err, ErrProtocol) || errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "1 to 2") {
 		t.Fatalf("a version-3 queue must be refused with EMQPROTOCOL naming 1 to 2: %v", err)
 	}
 	if keys, _ := redis.Strings(conn.Do("KEYS", "emq:{later}:*")); len(keys) != 1 {
