@@ -1,7 +1,8 @@
 // Two runtimes on one queue: the TypeScript runtime and the Go runtime (runtimes/go, driven
 // through its emq-go binary), each producing and consuming at once. Every job must complete
 // exactly once whichever runtime ran it, none early, with its retries counted right whichever
-// runtime retried it, and each side must read the other's rows and events field for field.
+// runtime retried it, and each side must read the other's rows and events field for field. A
+// TypeScript migrate steps a queue to protocol version 2 past an alive Go consumer (SPEC 22.4).
 // Without Go (Debian's golang-go and golang-github-gomodule-redigo-dev) the file skips, saying so.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -393,4 +394,48 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
     expect(await raw.hget(q.keys.job(kept.id), 'dedupe')).toBe('by-ts');
     expect(await raw.pttl(q.keys.dedupe('by-go'))).toBeGreaterThan(0);
   }, 60_000);
+
+  it('a TypeScript migrate steps the queue to version 2 past an alive Go consumer, which then runs a version-2 row without max to 3 attempts', async ({
+    q,
+    raw,
+    key,
+    queueName: name,
+    goConsumer,
+  }) => {
+    const go = goConsumer(name, 2);
+    await within(go.ready.promise, 20_000, 'the Go consumer to start');
+    const goId = (go.lines.find((l) => l.kind === 'ready') as GoLine & { consumer: string }).consumer;
+    // Its heartbeat says it speaks 1 and 2 (SPEC 22.4): migrate counts it alive and lets the step pass.
+    const info = await poll(
+      () => raw.hget(key('consumers:info'), goId),
+      (text) => text !== null,
+      'the Go consumer to beat',
+      20_000,
+    );
+    expect(JSON.parse(info!)).toMatchObject({ protocols: [1, 2], beatMs: 200 });
+    expect(await q.migrate()).toEqual({ from: 1, version: 2, consumers: 1 });
+
+    const { id } = await q.enqueue({ n: 1, fail: 9 }, { backoff: { kind: 'fixed', ms: 30 } });
+    expect(await raw.hget(key(`job:${id}`), 'max')).toBeNull(); // version 2: 3 attempts, unwritten
+    await poll(
+      () => go.of('failed').filter((l) => l.id === id).length,
+      (n) => n === 3,
+      'the Go consumer to fail the job 3 times',
+      30_000,
+    );
+    expect(
+      go
+        .of('failed')
+        .filter((l) => l.id === id)
+        .map((l) => l.outcome),
+    ).toEqual(['retry', 'retry', 'dead']);
+    const [view] = (await goRunner(['get', '--url', env.server.url, '--queue', name, id]))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as JobView);
+    expect(view).toMatchObject({ state: 'dead', attempts: 3, maxAttempts: 3 });
+    expect(await go.close()).toBe(0);
+    // Its last heartbeat took it off the list of consumers.
+    expect(await raw.hget(key('consumers:info'), goId)).toBeNull();
+  }, 120_000);
 });

@@ -1,7 +1,10 @@
 package echomq
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gomodule/redigo/redis"
@@ -90,5 +93,46 @@ func TestReplayerReportsADifference(t *testing.T) {
 	wrong.Call.Keys = []string{"emq:{other}:meta"}
 	if problems, _ := ReplayCase(conn, scripts, &wrong); len(problems) == 0 {
 		t.Fatal("KEYS that do not follow the contract passed")
+	}
+}
+
+// SPEC 22.1 rule 5: a case of a later level, or a placeholder of a later level, is refused naming
+// the level, never skipped silently nor replayed half-understood.
+func TestReplayerRefusesALaterLevelAndAnUnknownPlaceholderNamingTheLevel(t *testing.T) {
+	scripts, files, conn := replayFixture(t)
+	var hello ConformanceCase
+	for _, f := range files {
+		if f.Script == "hello" {
+			hello = f.Cases[0]
+		}
+	}
+	later := hello
+	later.Level = KnownLevel + 1
+	problems, err := ReplayCase(conn, scripts, &later)
+	want := fmt.Sprintf("the case needs SPEC level %d; this replayer knows level %d (SPEC 22.2, 23)", KnownLevel+1, KnownLevel)
+	if err != nil || len(problems) != 1 || problems[0] != want {
+		t.Fatalf("a later level's case: %v %v", problems, err)
+	}
+	// A canary the replay would write, to prove the refusal touched nothing.
+	if _, err := conn.Do("SET", "canary", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, where := range []string{"reply", "setup", "event"} {
+		unknown := hello
+		switch where {
+		case "reply":
+			unknown.Expect.Reply = json.RawMessage(`[1, "$later_thing"]`)
+		case "setup":
+			unknown.Setup = [][]string{{"HSET", "emq:{c}:meta", "at", "$later_thing"}}
+		case "event":
+			unknown.Expect.Events = []map[string]json.RawMessage{{"event": json.RawMessage(`"x"`), "at": json.RawMessage(`"$later_thing"`)}}
+		}
+		_, err := ReplayCase(conn, scripts, &unknown)
+		if err == nil || !strings.Contains(err.Error(), "unknown placeholder $later_thing: this replayer knows those of SPEC level "+fmt.Sprint(KnownLevel)) {
+			t.Fatalf("an unknown placeholder in the %s: %v", where, err)
+		}
+	}
+	if n, _ := redis.Int(conn.Do("EXISTS", "canary")); n != 1 {
+		t.Fatal("a refused case flushed the database: it was replayed")
 	}
 }

@@ -52,13 +52,16 @@ type ConsumerOptions struct {
 }
 
 // ConsumerEvent is a job's end as this consumer saw it: Kind "completed", "failed" (Outcome
-// "retry", "dead" or "cancelled") or "lost" (its result was not stored).
+// "retry", "dead" or "cancelled") or "lost" (its result was not stored); or the consumer's own
+// health, with Job nil: "degraded" (a beat failed: Err says why, WaitMs how long it backs off
+// before the next, doubling from 100 ms up to 5 s) and "recovered" (the first whole beat after).
 type ConsumerEvent struct {
 	Kind    string
 	Job     *Job
 	Result  string // completed: the encoded result ('' for none)
-	Err     error  // failed: the handler's error
+	Err     error  // failed: the handler's error; degraded: the beat's
 	Outcome string
+	WaitMs  int64 // degraded: the back-off before the next beat
 }
 
 // Job is a claimed job as a handler sees it.
@@ -234,18 +237,26 @@ func (c *Consumer) loop() {
 			if c.isClosing() {
 				break
 			}
+			// Redis is away or refusing: back off exponentially instead of spinning on it.
 			streak++
 			wait := 50 * time.Millisecond << uint(min(streak, 7))
-			if wait > 5*time.Second {
-				wait = 5 * time.Second
+			if wait > degradedCap {
+				wait = degradedCap
 			}
+			c.emit(ConsumerEvent{Kind: "degraded", Err: err, WaitMs: wait.Milliseconds()})
 			c.sleep(wait)
 			continue
 		}
-		streak = 0
+		if streak > 0 {
+			streak = 0
+			c.emit(ConsumerEvent{Kind: "recovered"})
+		}
 		c.park()
 	}
 }
+
+// degradedCap is the longest back-off between failing beats (the TypeScript runtime's).
+const degradedCap = 5 * time.Second
 
 func (c *Consumer) beat() error {
 	if err := c.recover(); err != nil {
@@ -275,7 +286,10 @@ func (c *Consumer) recover() error {
 	}
 	host, _ := os.Hostname()
 	info, _ := json.Marshal(map[string]interface{}{
-		"host": host, "pid": os.Getpid(), "concurrency": c.opts.Concurrency, "running": running, "runtime": "go",
+		"host": host, "pid": os.Getpid(), "concurrency": c.opts.Concurrency, "running": running,
+		"beatMs": c.opts.BeatMs, "runtime": "go",
+		// The versions it speaks: migrate steps a queue up only when every live consumer does.
+		"protocols": ProtocolVersions,
 	})
 	if _, err := c.q.Run("heartbeat", "", c.q.Prefix, c.ID, string(info)); err != nil {
 		return err
@@ -305,11 +319,17 @@ func (c *Consumer) promote() (bool, error) {
 	}
 	c.lastPromote = now
 	c.mu.Unlock()
-	reply, err := redis.Int64s(c.q.Run("promote", "", argv...))
+	reply, err := redis.Values(c.q.Run("promote", "", argv...))
 	if err != nil {
 		return false, err
 	}
-	count, serverNow, nextDue := reply[0], reply[1], reply[2]
+	// {count, now_ms, next_due_ms, …}: the entries this runtime knows, by position; a later
+	// level may append more (SPEC 22.1).
+	known, err := redis.Int64s(reply[:min(3, len(reply))], nil)
+	if err != nil || len(known) < 3 {
+		return false, newError("EMQPROTOCOL", "promote replied %v, not {count, now_ms, next_due_ms, …}", reply)
+	}
+	count, serverNow, nextDue := known[0], known[1], known[2]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if count >= int64(c.opts.PromoteBatch) {
@@ -366,7 +386,11 @@ func (c *Consumer) park() {
 			wait = at.Sub(now)
 		}
 	}
-	block := c.short && c.freeLocked() > 0
+	// It reads the wake stream after a short claim, and also while every slot is busy: a `w s`
+	// (a delayed job enqueued meanwhile) then makes it promote and learn the schedule's head, so
+	// the job is promoted at its instant, not at the next completion or beat. A slot freed while
+	// it reads ends the read (freedSlot). Free slots after a full claim: it only sleeps.
+	block := c.short || c.freeLocked() <= 0
 	wakeID := c.wakeID
 	// A read that ends at the beat may come back a server tick late: when a due instant
 	// follows within that, an alarm ends it on time (CLIENT UNBLOCK) instead.
@@ -719,7 +743,19 @@ func (c *Consumer) flushAcks() {
 			c.learnHeadLocked(serverNow, nextDue)
 			c.mu.Unlock()
 		}
-		signal(c.kick)
+		c.freedSlot()
+	}
+}
+
+// freedSlot wakes the loop to claim for a slot that came free: a sleep ends at once, and a wake
+// read made while every slot was busy is ended (CLIENT UNBLOCK), unless the last claim came back
+// short (nothing to claim until a wake says so).
+func (c *Consumer) freedSlot() {
+	signal(c.kick)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parked == "block" && !c.short && c.freeLocked() > 0 {
+		c.armUnblockLocked(0)
 	}
 }
 
@@ -774,7 +810,7 @@ func (c *Consumer) failed(job *Job, handlerErr error) {
 		}
 		time.Sleep(100 * time.Millisecond) // keep the lease alive and try again
 	}
-	signal(c.kick) // a slot is free: claim for it
+	c.freedSlot()
 }
 
 func (c *Consumer) finish(job *Job) {
@@ -942,6 +978,11 @@ func (c *Consumer) Close(timeout time.Duration) error {
 	close(c.stop)
 	<-c.ackDone
 	<-c.extDone
+	// The last heartbeat: tools (and migrate's check of the fleet) stop counting this consumer
+	// at once, not once it is an hour silent.
+	if _, leaveErr := c.q.Run("heartbeat", "", c.q.Prefix, c.ID, ""); err == nil {
+		err = leaveErr
+	}
 	return err
 }
 

@@ -244,6 +244,9 @@ func TestBadDataInOneRowDeadLettersThatJobAndTheOthersRun(t *testing.T) {
 		mu.Unlock()
 		return "ok", nil
 	}, ConsumerOptions{OnEvent: func(e ConsumerEvent) {
+		if e.Job == nil { // the consumer's health, not a job's end
+			return
+		}
 		mu.Lock()
 		outcomes[e.Job.ID] = e.Kind + " " + e.Outcome
 		mu.Unlock()
@@ -331,4 +334,106 @@ func TestDelayedJobsStartAtTheirRunAtNeverEarly(t *testing.T) {
 	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 	t.Logf("lateness of %d delayed jobs (started - runat, server ms): p50 %d, p90 %d, max %d",
 		n, late[n/2], late[n*9/10], late[n-1])
+}
+
+// #32 (a): a consumer whose every slot is busy keeps reading the wake stream, so a delayed job
+// enqueued while long handlers hold every slot is promoted at its instant: before any handler
+// completes, and with the beat an hour away (no beat can have done it).
+func TestABusyConsumerPromotesADelayedJobBeforeAnyCompletionOrBeat(t *testing.T) {
+	q := testQueue(t)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	started := map[string]bool{}
+	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+		mu.Lock()
+		started[job.ID] = true
+		mu.Unlock()
+		<-release
+		return nil, nil
+	}, ConsumerOptions{Concurrency: 2, BeatMs: 3600000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(5 * time.Second)
+	for i := 0; i < 2; i++ {
+		if _, err := q.Enqueue(i, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "both slots busy", func() bool { return c.Running() == 2 })
+	delayed, err := q.EnqueueIn("later", 300*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the delayed job promoted while every slot is busy", func() bool {
+		v, err := q.Get(delayed.ID)
+		return err == nil && v.State == "pending"
+	})
+	if c.Running() != 2 {
+		t.Fatalf("a handler ended before the promote: %d running", c.Running())
+	}
+	close(release)
+	waitFor(t, 20*time.Second, "the delayed job completed", func() bool {
+		v, err := q.Get(delayed.ID)
+		return err == nil && v.State == "completed"
+	})
+}
+
+// A beat that fails (here the consumers key holds a string, so heartbeat's ZADD is refused) is
+// reported degraded with a back-off that doubles and is capped; the first whole beat after the
+// cause is gone is reported recovered, and jobs run again.
+func TestAFailingBeatIsReportedDegradedBacksOffAndRecovers(t *testing.T) {
+	q := testQueue(t)
+	conn := q.client.Conn()
+	defer conn.Close()
+	if _, err := conn.Do("SET", q.Key("consumers"), "not a zset"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var waits []int64
+	recovered := 0
+	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) { return "ok", nil },
+		ConsumerOptions{BeatMs: 20, OnEvent: func(e ConsumerEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e.Kind {
+			case "degraded":
+				if e.Err == nil || e.Job != nil {
+					t.Errorf("a degraded event carries the beat's error and no job: %+v", e)
+				}
+				waits = append(waits, e.WaitMs)
+			case "recovered":
+				recovered++
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(5 * time.Second)
+	waitFor(t, 20*time.Second, "three degraded beats", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(waits) >= 3
+	})
+	if _, err := conn.Do("DEL", q.Key("consumers")); err != nil {
+		t.Fatal(err)
+	}
+	a, err := q.Enqueue(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the job completed after the recovery", func() bool {
+		v, err := q.Get(a.ID)
+		return err == nil && v.State == "completed"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if recovered != 1 || waits[0] != 100 || waits[1] != 200 || waits[2] != 400 {
+		t.Fatalf("back-off %v (want 100, 200, 400, …), recovered %d times (want 1)", waits, recovered)
+	}
+	for _, w := range waits {
+		if w > degradedCap.Milliseconds() {
+			t.Fatalf("a back-off over the cap: %v", waits)
+		}
+	}
 }

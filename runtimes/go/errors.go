@@ -20,6 +20,26 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + " " + e.Message }
 
+// Is makes every *Error match the sentinel of its code, so callers write
+// errors.Is(err, echomq.ErrLease) and never compare messages.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Code == e.Code
+}
+
+// Sentinels for errors.Is, one per code a Go caller acts on (SPEC.md section 20); errors.As to
+// *Error gives the code and message.
+var (
+	ErrLease    = &Error{Code: "EMQLEASE"}    // the lease is gone: another consumer holds the job
+	ErrNoJob    = &Error{Code: "EMQNOJOB"}    // no job has that id
+	ErrState    = &Error{Code: "EMQSTATE"}    // the job is not in a state the verb acts on
+	ErrInput    = &Error{Code: "EMQINPUT"}    // bad input: the message says what and how to fix it
+	ErrProtocol = &Error{Code: "EMQPROTOCOL"} // the queue is at a version this runtime does not speak
+	ErrTooBig   = &Error{Code: "EMQTOOBIG"}   // an encoded payload, result or progress over the limit
+	ErrNoServer = &Error{Code: "EMQNOSERVER"} // no redis-server answered
+	ErrFleet    = &Error{Code: "EMQFLEET"}    // migrate: an alive consumer does not speak the version
+)
+
 func newError(code, format string, args ...interface{}) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -10,14 +10,26 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// ProtocolVersion is the protocol version this runtime speaks (SPEC.md section 22).
-const ProtocolVersion = 1
+// ProtocolVersions are the protocol versions this runtime speaks (hello's lowest and highest;
+// SPEC.md section 22.4).
+var ProtocolVersions = []int{1, 2}
+
+// DefaultProtocolVersion is the version hello stamps on a queue that has none: 1, so a fleet of
+// a previous release (which speaks 1 only) can share every queue this one creates (SPEC 22.4).
+const DefaultProtocolVersion = 1
+
+// KnownLevel is the SPEC feature level this runtime was written for (SPEC.md section 22.2).
+const KnownLevel = 2
 
 // Options configure a Client. Zero values take the defaults of SPEC.md section 25.1.
 type Options struct {
 	ProtocolDir     string // the protocol directory (scripts/ inside); default FindProtocolDir()
 	DefaultAttempts int    // attempts of a job admitted without its own; default 3
 	MaxPayloadBytes int    // largest encoded payload, result or progress; default 512 KiB
+	// ProtocolVersion is the version hello stamps on a queue that has none (one of
+	// ProtocolVersions); 0 means DefaultProtocolVersion (1). A queue that has one keeps it: the
+	// runtime speaks the stored version there (Queue.ProtocolVersion).
+	ProtocolVersion int
 }
 
 // Client is a connection pool to one Redis and the protocol's scripts.
@@ -42,6 +54,12 @@ func Connect(url string, opts Options) (*Client, error) {
 	}
 	if opts.MaxPayloadBytes == 0 {
 		opts.MaxPayloadBytes = 512 * 1024
+	}
+	if opts.ProtocolVersion == 0 {
+		opts.ProtocolVersion = DefaultProtocolVersion
+	}
+	if !speaks(opts.ProtocolVersion) {
+		return nil, newError("EMQINPUT", "ProtocolVersion must be one of %v (the versions this runtime speaks), got %d", ProtocolVersions, opts.ProtocolVersion)
 	}
 	scripts, err := LoadScripts(opts.ProtocolDir + "/scripts")
 	if err != nil {
@@ -85,8 +103,8 @@ type Queue struct {
 	Name   string
 	Prefix string // emq:{<name>}:
 
-	helloMu   sync.Mutex
-	helloDone bool
+	helloMu  sync.Mutex
+	greeting *Greeting // hello's answer, once it came
 }
 
 // Queue returns a handle on the queue `name`.
@@ -103,20 +121,97 @@ func (q *Queue) Key(name string) string { return q.Prefix + name }
 // JobKey is the key of a job's row.
 func (q *Queue) JobKey(id string) string { return q.Prefix + "job:" + id }
 
-// hello stamps or checks the protocol version, once per handle, before any other call.
-func (q *Queue) hello(conn redis.Conn) error {
+func speaks(version int) bool {
+	for _, v := range ProtocolVersions {
+		if v == version {
+			return true
+		}
+	}
+	return false
+}
+
+// Greeting is what hello told this runtime about a queue and its server (SPEC.md section 19.1).
+type Greeting struct {
+	Version  int      // the queue's protocol version: the one this runtime speaks on it
+	Level    int      // the feature level of the scripts that answered (SPEC 22.2)
+	Features []string // the server's optional commands found ("emq.promote", "emq.stalled.check")
+}
+
+// GreetingOf reads hello's reply by the evolution rule (SPEC 22.1): the three entries this
+// runtime knows, by position, and nothing else (a later level may append entries); a bare
+// integer is a level-1 reply.
+func GreetingOf(reply interface{}) (*Greeting, error) {
+	if n, ok := reply.(int64); ok {
+		return &Greeting{Version: int(n), Level: 1}, nil
+	}
+	entries, err := redis.Values(reply, nil)
+	if err != nil || len(entries) == 0 {
+		return nil, newError("EMQPROTOCOL", "hello replied %v, not {version, level, features}: are protocol/scripts/ this runtime's?", reply)
+	}
+	g := &Greeting{Level: 1}
+	version, err := redis.Int(entries[0], nil)
+	if err != nil {
+		return nil, newError("EMQPROTOCOL", "hello's version is %v, not an integer", entries[0])
+	}
+	g.Version = version
+	if len(entries) > 1 {
+		if g.Level, err = redis.Int(entries[1], nil); err != nil {
+			return nil, newError("EMQPROTOCOL", "hello's level is %v, not an integer", entries[1])
+		}
+	}
+	if len(entries) > 2 {
+		g.Features, _ = redis.Strings(entries[2], nil)
+	}
+	return g, nil
+}
+
+// hello stamps or checks the protocol version, once per handle, before any other call: it
+// passes the versions this runtime speaks and learns the one to speak on this queue.
+func (q *Queue) hello(conn redis.Conn) (*Greeting, error) {
 	q.helloMu.Lock()
 	defer q.helloMu.Unlock()
-	if q.helloDone {
-		return nil
+	if q.greeting != nil {
+		return q.greeting, nil
 	}
 	conn.Do("SADD", "emq:queues", q.Name) // for tools; best effort
 	s := q.client.scripts["hello"]
-	if _, err := s.Eval(conn, []string{q.Key("meta")}, []interface{}{ProtocolVersion}); err != nil {
-		return fromReply(err)
+	argv := []interface{}{q.client.opts.ProtocolVersion, ProtocolVersions[0], ProtocolVersions[len(ProtocolVersions)-1]}
+	reply, err := s.Eval(conn, []string{q.Key("meta")}, argv)
+	if err != nil {
+		return nil, fromReply(err)
 	}
-	q.helloDone = true
-	return nil
+	g, err := GreetingOf(reply)
+	if err != nil {
+		return nil, err
+	}
+	if !speaks(g.Version) { // hello refuses such a queue itself; a foreign script might not
+		return nil, newError("EMQPROTOCOL", "queue %s is at protocol version %d, this runtime speaks %v", q.Name, g.Version, ProtocolVersions)
+	}
+	q.greeting = g
+	return g, nil
+}
+
+// Greeting says hello (once per handle) and returns its answer: the queue's protocol version,
+// the scripts' feature level and the server's optional commands.
+func (q *Queue) Greeting() (*Greeting, error) {
+	conn := q.client.pool.Get()
+	defer conn.Close()
+	return q.hello(conn)
+}
+
+// ProtocolVersion is the queue's protocol version now (meta `version`, read after hello): a
+// migrate by any runtime since this handle's hello shows here.
+func (q *Queue) ProtocolVersion() (int, error) {
+	conn := q.client.pool.Get()
+	defer conn.Close()
+	if _, err := q.hello(conn); err != nil {
+		return 0, err
+	}
+	version, err := redis.String(conn.Do("HGET", q.Key("meta"), "version"))
+	if err != nil && err != redis.ErrNil {
+		return 0, err
+	}
+	return int(number(version)), nil
 }
 
 // Run calls a protocol script with KEYS built from its contract (`jobID` fills the `job` key).
@@ -127,7 +222,7 @@ func (q *Queue) Run(name, jobID string, argv ...interface{}) (interface{}, error
 }
 
 func (q *Queue) runOn(conn redis.Conn, name, jobID string, argv []interface{}) (interface{}, error) {
-	if err := q.hello(conn); err != nil {
+	if _, err := q.hello(conn); err != nil {
 		return nil, err
 	}
 	s, ok := q.client.scripts[name]
@@ -400,14 +495,33 @@ func (q *Queue) Get(id string) (*JobView, error) {
 	}
 	conn := q.client.pool.Get()
 	defer conn.Close()
-	row, err := redis.StringMap(conn.Do("HGETALL", q.JobKey(id)))
+	// The row and meta's version in one round trip: an absent max means 1 or 3 by it (SPEC 22.3).
+	conn.Send("MULTI")
+	conn.Send("HGETALL", q.JobKey(id))
+	conn.Send("HGET", q.Key("meta"), "version")
+	replies, err := redis.Values(conn.Do("EXEC"))
+	if err != nil {
+		return nil, err
+	}
+	row, err := redis.StringMap(replies[0], nil)
 	if err != nil {
 		return nil, err
 	}
 	if row["state"] == "" {
 		return nil, nil
 	}
-	return DecodeRow(id, row), nil
+	version, _ := redis.String(replies[1], nil)
+	return DecodeRow(id, row, version), nil
+}
+
+// AttemptsWithoutMax is the attempts a row without `max` allows on a queue of this protocol
+// version (meta `version`, "" when absent): 1 under version 1, 3 from version 2 (SPEC 22.3), as
+// the scripts apply it.
+func AttemptsWithoutMax(version string) int64 {
+	if number(version) >= 2 {
+		return 3
+	}
+	return 1
 }
 
 // jsonOrText is a JSON field as stored, or text another runtime stored plainly, as a JSON string.
@@ -424,9 +538,10 @@ func number(v string) int64 {
 	return n
 }
 
-// DecodeRow decodes a row (HGETALL) into its view; absent fields take SPEC.md's defaults.
-func DecodeRow(id string, row map[string]string) *JobView {
-	v := &JobView{ID: id, State: row["state"], Data: jsonOrText(row["payload"]), MaxAttempts: 1}
+// DecodeRow decodes a row (HGETALL) into its view; absent fields take SPEC.md's defaults, read
+// with the queue's protocol version (meta `version`). Fields it does not know are ignored.
+func DecodeRow(id string, row map[string]string, version string) *JobView {
+	v := &JobView{ID: id, State: row["state"], Data: jsonOrText(row["payload"]), MaxAttempts: AttemptsWithoutMax(version)}
 	v.Name, v.Group, v.Consumer = row["name"], row["group"], row["consumer"]
 	if s, ok := row["attempts"]; ok {
 		v.Attempts = number(s)

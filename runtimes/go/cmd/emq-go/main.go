@@ -9,6 +9,9 @@
 //	emq-go conformance --url U --flush               replay protocol/conformance/ and count
 //	                                                  (it flushes the database: a server of its own)
 //
+// Every command also takes --protocol-version N, the version hello stamps on a queue that has
+// none (default 1; a queue that has one keeps it).
+//
 // Every command prints JSON, one value per line.
 package main
 
@@ -42,10 +45,11 @@ func main() {
 	leaseMs := flags.Int64("lease-ms", 0, "consume: the lease (default 30000)")
 	beatMs := flags.Int64("beat-ms", 0, "consume: the beat (default 1000)")
 	from := flags.String("from", "0", "events: where to start")
+	protocolVersion := flags.Int("protocol-version", 0, "the version hello stamps on a queue that has none (default 1)")
 	flush := flags.Bool("flush", false, "conformance: allow it to FLUSHALL the server before every case")
 	flags.Parse(os.Args[2:])
 
-	client, err := echomq.Connect(*url, echomq.Options{ProtocolDir: *protocol})
+	client, err := echomq.Connect(*url, echomq.Options{ProtocolDir: *protocol, ProtocolVersion: *protocolVersion})
 	if err != nil {
 		fail(err)
 	}
@@ -165,6 +169,14 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions) {
 		out.Encode(v)
 	}
 	opts.OnEvent = func(e echomq.ConsumerEvent) {
+		if e.Job == nil { // degraded or recovered: the consumer's health
+			line := map[string]interface{}{"kind": e.Kind, "waitMs": e.WaitMs}
+			if e.Err != nil {
+				line["error"] = e.Err.Error()
+			}
+			print(line)
+			return
+		}
 		line := map[string]interface{}{"kind": e.Kind, "id": e.Job.ID, "attempt": e.Job.Attempts}
 		if e.Outcome != "" {
 			line["outcome"] = e.Outcome
