@@ -6,9 +6,11 @@ import { describe, expect, it, vi } from 'vitest';
 import type { QueueEvent } from '../src/core/types.js';
 import { EchoMQ } from '../src/echomq.js';
 import type { QueueEvents } from '../src/events/reader.js';
-import { useRedisCluster } from './support/redis-cluster.js';
+import { clusterForFile, type RedisCluster } from './support/redis-cluster.js';
 
-const env = useRedisCluster(3);
+// No replicas: these tests kill no primary.
+const found = await clusterForFile({ replicas: 0 });
+const env = found as { cluster: RedisCluster };
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 20_000) {
   const deadline = Date.now() + timeoutMs;
@@ -28,7 +30,7 @@ async function slotOwners(client: Cluster): Promise<(slot: number) => number> {
   };
 }
 
-describe('EchoMQ on a Redis Cluster', () => {
+describe.skipIf(!found.cluster)('EchoMQ on a Redis Cluster', () => {
   it('spreads queues over the shards and runs every verb on each of them', async () => {
     const client = new Cluster(env.cluster.startupNodes);
     const mq = await EchoMQ.connect({ redis: client });
@@ -188,8 +190,8 @@ describe('EchoMQ on a Redis Cluster', () => {
       const { id } = await q.enqueueIn(41, 200);
       expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBe(42);
       const view = await q.get(id);
-      // Timed blocking reads end on the server's tick on a cluster (no CLIENT UNBLOCK there):
-      // the job still never runs before its instant, and starts soon after it.
+      // The job never runs before its instant, and starts soon after it (the bound is loose: a
+      // loaded machine; bench/cluster.ts measures how soon).
       expect(view!.startedAt!).toBeGreaterThanOrEqual(view!.runAt!);
       expect(view!.startedAt! - view!.runAt!).toBeLessThan(1500);
     } finally {
