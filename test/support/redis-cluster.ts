@@ -230,6 +230,15 @@ export class RedisCluster {
   }
 
   /**
+   * Starts a killed node again on its port and directory: its nodes.conf makes it rejoin, as a
+   * replica of the one promoted in its place. Resolves once the cluster is ok and it is in sync.
+   */
+  async rejoin(node: RedisServer, timeoutMs = 30_000): Promise<void> {
+    await node.restart();
+    await this.waitUntilOk(timeoutMs);
+  }
+
+  /**
    * Polls every running node until each reports `cluster_state:ok` and knows every node, and
    * every replica's link to its primary is up (WAIT would count it, a failover could pick it).
    */
