@@ -3,6 +3,9 @@
 //   failover   the replica's link cut (a TCP proxy), writes go on for a while on the primary
 //              alone, the primary is killed and Sentinel promotes the replica; once with
 //              durability off and once with durability { replicas: 1 }
+//   cluster-failover  the same on a Redis Cluster of 3 primaries + 3 replicas: the replication
+//              into the queue's shard cut, its primary killed, its replica promoted by the
+//              cluster, the old primary back as a replica; durability off and on
 //   clock-step the server's wall clock stepped an hour forward, then an hour back
 //              (test/support/clock-shim.c, LD_PRELOADed; needs a C compiler)
 //   pause      redis-server SIGSTOPped for longer than the lease, then SIGCONTed
@@ -15,7 +18,9 @@ import type { Consumer } from '../src/consumer/consumer.js';
 import { EchoMQError } from '../src/core/errors.js';
 import { EchoMQ, type EchoMQOptions } from '../src/echomq.js';
 import type { Queue } from '../src/queue.js';
+import { keySlot } from '../src/wire/slot.js';
 import { clockShim, ServerClock } from '../test/support/clock-shim.js';
+import { RedisCluster } from '../test/support/redis-cluster.js';
 import { RedisServer } from '../test/support/redis-server.js';
 import { Sentinels, sentinelBinary } from '../test/support/sentinel.js';
 import { TcpProxy } from '../test/support/tcp-proxy.js';
@@ -80,8 +85,9 @@ class Workload {
     })();
   }
 
+  /** `server`: where to read the rows from (a server, or a cluster: the queue's keys share a slot). */
   async stop(
-    server: { client(): import('ioredis').Redis },
+    server: { client(): import('ioredis').Redis | import('ioredis').Cluster },
     drainMs = 60_000,
   ): Promise<Omit<ServerFaultRow, 'fault'> & { missing: number }> {
     this.producing = false;
@@ -113,6 +119,46 @@ class Workload {
   }
 }
 
+/**
+ * The superseded-result probe of a failover: a job claimed on the old primary only (after its
+ * replication was cut), claimed again after the failover; the old claim's token then tries to
+ * complete it on the promoted primary, which must refuse it.
+ */
+class Probe {
+  private oldToken: string | undefined;
+
+  private constructor(
+    private readonly q: Queue,
+    private readonly id: string,
+  ) {}
+
+  /** Enqueued while replication still works, waiting for a replica to have it. */
+  static async enqueue(q: Queue): Promise<Probe> {
+    const { id } = await q.enqueue({ probe: true }, { durability: { replicas: 1, timeoutMs: 5000 } });
+    return new Probe(q, id);
+  }
+
+  /** Claims it on the old primary (call once replication is cut). */
+  async claim(): Promise<void> {
+    const [held] = (await this.q
+      .run('claim', [this.q.keys.prefix, 1, 60_000])
+      .catch(() => [[]])) as unknown[][];
+    this.oldToken = held?.[0] === this.id ? String(held[1]) : undefined;
+  }
+
+  /** The old token's completion on the promoted primary: refused (right) or accepted (a failure). */
+  async completeOld(): Promise<{ accepted: number; refused: number }> {
+    if (!this.oldToken) return { accepted: 0, refused: 0 };
+    const status = await this.q
+      .run('complete', [this.q.keys.prefix, 60_000, 0, this.id, this.oldToken, '"old"'])
+      .then(
+        (reply) => (reply as string[][])[0]![0],
+        (err: unknown) => (err instanceof EchoMQError ? err.code : 'error'),
+      );
+    return status === 'OK' ? { accepted: 1, refused: 0 } : { accepted: 0, refused: 1 };
+  }
+}
+
 /** Failover with replication lag, with and without durability. */
 async function failover(durable: boolean, log: (line: string) => void): Promise<ServerFaultRow> {
   const fault = `failover with lag, durability ${durable ? 'on' : 'off'}`;
@@ -138,12 +184,10 @@ async function failover(durable: boolean, log: (line: string) => void): Promise<
       const q = mq.queue('chaos-failover');
       const work = new Workload(q, false);
       await work.start();
-      // The probe: a job claimed on the old primary only, claimed again after the failover.
-      const probe = await q.enqueue({ probe: true }, { durability: { replicas: 1, timeoutMs: 5000 } });
+      const probe = await Probe.enqueue(q);
       await sleep(1000);
       await proxy.cut();
-      const [held] = (await q.run('claim', [q.keys.prefix, 1, 60_000]).catch(() => [[]])) as unknown[][];
-      const oldToken = held?.[0] === probe.id ? String(held[1]) : undefined;
+      await probe.claim();
       await sleep(1500);
       log(`  ${fault}: primary killed`);
       await primary.kill();
@@ -163,21 +207,12 @@ async function failover(durable: boolean, log: (line: string) => void): Promise<
         'EchoMQ on the new primary',
         30_000,
       );
-      let acceptedOld = 0;
-      let refusedOld = 0;
-      if (oldToken) {
-        const status = await q.run('complete', [q.keys.prefix, 60_000, 0, probe.id, oldToken, '"old"']).then(
-          (reply) => (reply as string[][])[0]![0],
-          (err: unknown) => (err instanceof EchoMQError ? err.code : 'error'),
-        );
-        if (status === 'OK') acceptedOld += 1;
-        else refusedOld += 1;
-      }
+      const old = await probe.completeOld();
       await sleep(1000);
       const row = await work.stop(replica);
       // Across a failover a job completed on the old primary alone runs again on the new one: run
       // twice, not a superseded result. Lost: acknowledged jobs the new primary has no row of.
-      return { fault, ...row, lost: row.missing, refused: row.refused + refusedOld, accepted: acceptedOld };
+      return { fault, ...row, lost: row.missing, refused: row.refused + old.refused, accepted: old.accepted };
     } finally {
       await mq.close();
     }
@@ -186,6 +221,56 @@ async function failover(durable: boolean, log: (line: string) => void): Promise<
     await proxy.stop();
     await primary.stop();
     await replica.stop();
+  }
+}
+
+/**
+ * Failover with replication lag on a Redis Cluster, with and without durability: the queue's
+ * shard loses its replication for 1.5 s, then its primary; the cluster promotes the replica.
+ */
+async function clusterFailover(durable: boolean, log: (line: string) => void): Promise<ServerFaultRow> {
+  const fault = `cluster failover with lag, durability ${durable ? 'on' : 'off'}`;
+  const cluster = await RedisCluster.start({ masters: 3, replicas: 1, replicationProxies: true });
+  const client = cluster.client();
+  try {
+    const opts: EchoMQOptions = { redis: client };
+    if (durable) opts.durability = { replicas: 1, timeoutMs: 300 };
+    const mq = await EchoMQ.connect(opts);
+    try {
+      const q = mq.queue('chaos-cluster-failover');
+      const victim = await cluster.primaryOf(keySlot(q.keys.prefix));
+      const work = new Workload(q, false);
+      await work.start();
+      const probe = await Probe.enqueue(q);
+      await sleep(1000);
+      await cluster.cutReplication(victim);
+      await probe.claim();
+      await sleep(1500);
+      log(`  ${fault}: primary killed`);
+      await cluster.failover(victim);
+      // Back as the promoted one's replica, so durable enqueues are confirmed again.
+      await cluster.rejoin(victim);
+      await poll(
+        () =>
+          q.counts().then(
+            () => true,
+            () => false,
+          ),
+        Boolean,
+        'EchoMQ on the promoted primary',
+        30_000,
+      );
+      const old = await probe.completeOld();
+      await sleep(1000);
+      const row = await work.stop(cluster);
+      // As on one primary: a job completed on the old primary alone runs again (run twice).
+      return { fault, ...row, lost: row.missing, refused: row.refused + old.refused, accepted: old.accepted };
+    } finally {
+      await mq.close();
+    }
+  } finally {
+    client.disconnect();
+    await cluster.stop();
   }
 }
 
@@ -248,12 +333,21 @@ function skipped(fault: string, why: string): ServerFaultRow {
 }
 
 /** Every server fault once, in order. */
-export const SERVER_FAULTS = ['failover-off', 'failover-on', 'clock-step', 'pause'] as const;
+export const SERVER_FAULTS = [
+  'failover-off',
+  'failover-on',
+  'cluster-failover-off',
+  'cluster-failover-on',
+  'clock-step',
+  'pause',
+] as const;
 export type ServerFault = (typeof SERVER_FAULTS)[number];
 
 function runOne(name: ServerFault, log: (line: string) => void): Promise<ServerFaultRow> {
   if (name === 'failover-off') return failover(false, log);
   if (name === 'failover-on') return failover(true, log);
+  if (name === 'cluster-failover-off') return clusterFailover(false, log);
+  if (name === 'cluster-failover-on') return clusterFailover(true, log);
   if (name === 'clock-step') return clockStep(log);
   return serverPause(log);
 }

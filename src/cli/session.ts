@@ -3,7 +3,7 @@
 // one verb, print the value as JSON under --json or as text for people, close.
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { isJobId } from '../core/ids.js';
 import { EchoMQ } from '../echomq.js';
 import { Inspector } from '../inspect.js';
@@ -80,11 +80,12 @@ export interface Session {
 async function connect(url: string): Promise<Session> {
   let ready = false;
   let lastError: Error | undefined;
-  const client = new Redis(url, {
+  const options = {
     connectTimeout: 3000,
     maxRetriesPerRequest: 2,
-    retryStrategy: (times) => (ready ? Math.min(times * 200, 2000) : times > 2 ? null : 200),
-  });
+    retryStrategy: (times: number) => (ready ? Math.min(times * 200, 2000) : times > 2 ? null : 200),
+  };
+  let client: Redis | Cluster = new Redis(url, options);
   client.on('error', (err: Error) => {
     lastError = err;
   });
@@ -93,6 +94,7 @@ async function connect(url: string): Promise<Session> {
   });
   let mq: EchoMQ;
   try {
+    client = await clusterIfEnabled(client, options);
     mq = await EchoMQ.connect({ redis: client });
   } catch (err) {
     client.disconnect();
@@ -111,6 +113,27 @@ async function connect(url: string): Promise<Session> {
       await client.quit().catch(() => client.disconnect());
     },
   };
+}
+
+/**
+ * The URL may name any node of a Redis Cluster: then the run goes through a Cluster client seeded
+ * with it (same credentials), so every queue's slot is reached on its own shard, where a plain
+ * connection would get MOVED for the queues of the other shards.
+ */
+async function clusterIfEnabled(
+  client: Redis,
+  options: { connectTimeout: number; maxRetriesPerRequest: number },
+): Promise<Redis | Cluster> {
+  const info = await client.info('cluster');
+  if (!/cluster_enabled:1/.test(info)) return client;
+  const { host, port, username, password, tls } = client.options;
+  client.disconnect();
+  const cluster = new Cluster([{ host: host ?? '127.0.0.1', port: port ?? 6379 }], {
+    redisOptions: { ...options, username, password, tls },
+    clusterRetryStrategy: (times) => (times > 2 ? null : 200),
+  });
+  cluster.on('error', () => {}); // reported through the calls that fail
+  return cluster;
 }
 
 export async function withSession<T>(g: Globals, fn: (s: Session) => Promise<T>): Promise<T> {

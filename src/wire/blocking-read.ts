@@ -11,7 +11,14 @@
 // - Redis ends timed blocking reads on its cron tick (about 100 ms late at the default hz 10).
 //   A caller that must act at an instant asks for an alarm (`endIn`): a local timer ends the
 //   read with CLIENT UNBLOCK by this connection's id, which the main connection sends.
-import { Redis } from 'ioredis';
+// - On a Redis Cluster the read's connection is a duplicate Cluster, one socket per node, and a
+//   client id means something only on the node that gave it. So the id is learned from the node
+//   connection that carries the read (the primary of the stream key's slot), again whenever that
+//   node or its socket changes (a failover, a reconnect), and the UNBLOCK goes over the main
+//   client's connection to that same node. Sent to any other node, it would end nothing (the
+//   read then waits out the server's tick, about 100 ms) or, worse, another client's read there.
+import { Cluster, Redis } from 'ioredis';
+import { nodeAt, nodeKeyOf, nodeServing } from './cluster-node.js';
 import type { Connector, RedisClient } from './connector.js';
 
 /** How long past its block time a read may stay unsettled before the watchdog drops the connection. */
@@ -24,6 +31,10 @@ export class BlockingRead {
   private conn: RedisClient | undefined;
   /** The connection's client id (CLIENT ID), once known: what CLIENT UNBLOCK names. */
   private clientId: number | undefined;
+  /** On a Cluster: the node connection `clientId` belongs to (`host:port`), where UNBLOCK goes. */
+  private idNode: Redis | undefined;
+  /** Node connections whose reconnects this reader already listens for. */
+  private readonly watched = new WeakSet<Redis>();
   /** Ends the read in flight now (null reply), and the alarm of the read in flight. */
   private giveUp: (() => void) | undefined;
   private alarm: NodeJS.Timeout | undefined;
@@ -37,14 +48,14 @@ export class BlockingRead {
    */
   constructor(
     private readonly connector: Connector,
-    onId?: () => void,
+    private readonly onId?: () => void,
   ) {
     const conn = connector.duplicate();
     this.conn = conn;
     conn.on('error', () => {}); // reconnects on its own; the watchdog bounds waits
     if (!onId) return;
     conn.on('ready', () => {
-      if (!(conn instanceof Redis)) return; // a Cluster's reads cannot be unblocked by id
+      if (!(conn instanceof Redis)) return; // a Cluster's id is per node: learned per read (nodeId)
       conn.client('ID').then(
         (id) => {
           this.clientId = Number(id);
@@ -76,8 +87,12 @@ export class BlockingRead {
   async read(key: string, after: string, blockMs: number, count?: number): Promise<StreamEntry[] | null> {
     const conn = this.conn;
     if (!conn) return null;
+    let gaveUpNow = false;
     const gaveUp = new Promise<null>((resolve) => {
-      this.giveUp = () => resolve(null);
+      this.giveUp = () => {
+        gaveUpNow = true;
+        resolve(null);
+      };
     });
     const watchdog = setTimeout(() => {
       conn.disconnect(true);
@@ -86,6 +101,9 @@ export class BlockingRead {
     this.settled = false;
     this.reads += 1;
     try {
+      // An alarm set meanwhile (endIn) reads the id when it fires, so it may be learned here.
+      if (this.onId && conn instanceof Cluster) await this.nodeId(conn, key);
+      if (gaveUpNow) return null; // stopped while learning it: send no read to wait for
       const read =
         count === undefined
           ? conn.xread('BLOCK', blockMs, 'STREAMS', key, after)
@@ -104,12 +122,45 @@ export class BlockingRead {
   }
 
   /**
+   * On a Cluster, learns the client id of the node connection that will carry a read of `key`:
+   * one round trip when that node changed or its socket reconnected, none otherwise. A node not
+   * known yet (slots not loaded) leaves the id unknown: that read ends on the server's tick.
+   */
+  private async nodeId(conn: Cluster, key: string): Promise<void> {
+    const node = nodeServing(conn, key);
+    if (node === this.idNode && this.clientId !== undefined) return;
+    this.idNode = node;
+    this.clientId = undefined;
+    if (!node) return;
+    if (!this.watched.has(node)) {
+      this.watched.add(node);
+      // A reconnected socket has a new id: learn it before the next read.
+      node.on('close', () => {
+        if (this.idNode === node) this.clientId = undefined;
+      });
+    }
+    try {
+      const id = Number(await node.client('ID'));
+      if (this.idNode === node) this.clientId = id;
+    } catch {
+      return; // the read itself will meet (and report) what is wrong with the node
+    }
+    this.onId?.();
+  }
+
+  /** Where CLIENT UNBLOCK goes: the main client, or on a Cluster its connection to the read's node. */
+  private unblocker(): Redis | undefined {
+    const main = this.connector.client;
+    if (!(main instanceof Cluster)) return main;
+    return this.idNode ? nodeAt(main, nodeKeyOf(this.idNode)) : undefined;
+  }
+
+  /**
    * Ends the read in flight `ms` from now with CLIENT UNBLOCK (replacing an earlier alarm), so
-   * it ends on time rather than on the server's next tick. No-op while the id is unknown.
+   * it ends on time rather than on the server's next tick. No-op when the id is unknown then.
    */
   endIn(ms: number): void {
-    const id = this.clientId;
-    if (id === undefined || this.settled) return;
+    if (this.settled) return;
     clearTimeout(this.alarm);
     const thisRead = this.reads;
     const current = () => !this.settled && this.reads === thisRead;
@@ -117,7 +168,11 @@ export class BlockingRead {
     // blocked yet); then the read would wait out a whole server tick. Try again until it lands.
     const unblock = (tries: number) => {
       if (!current()) return;
-      this.connector.client.client('UNBLOCK', id).then(
+      const id = this.clientId;
+      const via = this.unblocker();
+      // The id or node not known (yet): this read ends on the server's tick.
+      if (id === undefined || !via) return;
+      via.client('UNBLOCK', id).then(
         (n) => {
           if (n === 0 && tries > 0 && current()) this.alarm = setTimeout(() => unblock(tries - 1), 1);
         },

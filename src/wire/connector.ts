@@ -238,12 +238,12 @@ export class Connector {
     for (const observer of this.observers) observer(name, ms, error);
   }
 
-  /** Replicated acknowledgement needs a server with replicas: not the memory engine, nor a Cluster. */
+  /** Replicated acknowledgement needs a server with replicas (WAIT): not the memory engine. */
   requireReplicas(): void {
-    if (this.memory || this.client.isCluster) {
+    if (this.memory) {
       throw new EchoMQError(
         'EMQINPUT',
-        `durability needs one Redis primary with replicas (WAIT); ${this.memory ? 'the memory engine has none' : 'Redis Cluster is not supported for it yet'}`,
+        'durability needs a Redis primary with replicas (WAIT); the memory engine has none',
       );
     }
   }
@@ -324,7 +324,7 @@ export class Connector {
   }
 
   private replicatedWrites(): ReplicatedWrites {
-    this.replicated ??= new ReplicatedWrites(() => this.duplicate() as Redis);
+    this.replicated ??= new ReplicatedWrites(() => this.duplicate());
     return this.replicated;
   }
 

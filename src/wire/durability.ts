@@ -3,7 +3,15 @@
 // connection it is sent on*, and holds that connection until then, so the writes that ask for it
 // go over a connection of their own, pipelined with one WAIT behind each tick's batch: many
 // acknowledgements cost one WAIT, and the connection every other call uses is never held.
-import type { Redis } from 'ioredis';
+//
+// On a Redis Cluster the connection of their own is a duplicate Cluster, and a write's WAIT must
+// reach the primary that took it: WAIT counts only the writes of the socket it is sent on, and
+// only that primary's replicas. So a tick's batch is split by the primary serving each write's
+// queue slot, and each part goes as one pipeline, its WAIT last (a pipeline of one node goes over
+// that node's socket, WAIT included). The contract is the one primary's, per shard: a write
+// resolves once its own shard's replicas confirm it, else fails with EMQDURABILITY.
+import { Cluster, type Redis } from 'ioredis';
+import { keySlot } from './slot.js';
 import { wholeNumber } from '../core/check.js';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
 import type { Durability } from '../core/types.js';
@@ -42,15 +50,20 @@ interface Write {
   durability: Replication;
   resolve: (reply: unknown) => void;
   reject: (err: unknown) => void;
+  /** Times a Cluster sent this write elsewhere (MOVED, ASK) or refused it for a failover. */
+  redirects?: number;
 }
+
+/** How often a write is sent again after a Cluster redirected or refused it (about 1.5 s in all). */
+const MAX_REDIRECTS = 5;
 
 /** The replicated writes of one connector, over their own connection. */
 export class ReplicatedWrites {
   private pending: Write[] = [];
 
-  constructor(private readonly open: () => Redis) {}
+  constructor(private readonly open: () => Redis | Cluster) {}
 
-  private client: Redis | undefined;
+  private client: Redis | Cluster | undefined;
 
   run(script: Script, keys: readonly string[], argv: readonly (string | number)[], durability: Replication) {
     return new Promise<unknown>((resolve, reject) => {
@@ -60,11 +73,27 @@ export class ReplicatedWrites {
     });
   }
 
-  /** This tick's writes, pipelined, then one WAIT for the most replicas any of them asks. */
+  /** This tick's writes, one part per primary (one part on a single Redis). */
   private async flush(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
-    this.client ??= this.open();
+    const client = (this.client ??= this.open());
+    if (!(client instanceof Cluster)) return this.flushPart(batch);
+    const parts = new Map<string, Write[]>();
+    for (const w of batch) {
+      // The primary of the write's slot, as the client knows it now; a slot it does not know yet
+      // is a part of its own (a pipeline of one slot reaches one node, however it is routed).
+      const slot = keySlot(String(w.keys[0]));
+      const node = client.slots[slot]?.[0] ?? `slot ${slot}`;
+      const part = parts.get(node);
+      if (part) part.push(w);
+      else parts.set(node, [w]);
+    }
+    await Promise.all([...parts.values()].map((part) => this.flushPart(part)));
+  }
+
+  /** Writes bound for one primary, pipelined, then one WAIT for the most replicas any of them asks. */
+  private async flushPart(batch: Write[]): Promise<void> {
     const replicas = Math.max(...batch.map((w) => w.durability.replicas));
     const timeoutMs = Math.max(...batch.map((w) => w.durability.timeoutMs));
     let replies: [Error | null, unknown][];
@@ -87,10 +116,30 @@ export class ReplicatedWrites {
     }
     for (const [i, w] of batch.entries()) {
       const [err, reply] = replies[i]!;
+      if (err && this.redirected(w, err)) continue;
       if (err) w.reject(fromScriptError(err));
       else if (acked < w.durability.replicas) w.reject(notReplicated(w, acked));
       else w.resolve(reply);
     }
+  }
+
+  /**
+   * On a Cluster, a write refused because its slot is elsewhere or not served yet (MOVED, ASK, a
+   * failover's CLUSTERDOWN or TRYAGAIN) did not run: it is sent again, to the primary the
+   * refreshed slot table names, a few times with a pause that grows. A pipeline whose WAIT
+   * answered is not one ioredis redirects by itself. True when the write was taken back.
+   */
+  private redirected(w: Write, err: Error): boolean {
+    const client = this.client;
+    if (!(client instanceof Cluster) || !/^(MOVED|ASK|CLUSTERDOWN|TRYAGAIN) /.test(err.message)) return false;
+    w.redirects = (w.redirects ?? 0) + 1;
+    if (w.redirects > MAX_REDIRECTS) return false;
+    client.refreshSlotsCache(() => {
+      setTimeout(() => {
+        if (this.pending.push(w) === 1) process.nextTick(() => void this.flush());
+      }, 50 * w.redirects!);
+    });
+    return true;
   }
 
   private async send(

@@ -2,6 +2,7 @@
 // database is really selected, the native module's commands are found (or refused, as `module`
 // asks), and a server that may evict keys is warned about.
 import { Cluster } from 'ioredis';
+import { EchoMQError } from '../core/errors.js';
 import { type ConnectOptions, Connector, type RedisClient } from './connector.js';
 import { detectNativeCommands } from './native-module.js';
 
@@ -15,12 +16,40 @@ export async function openChecked(opts: ConnectOptions): Promise<Connector> {
     for (const [script, command] of await detectNativeCommands(connector.client, connector.moduleMode)) {
       connector.native.set(script, command);
     }
+    if (connector.durability) await checkShardReplicas(connector.client, connector.durability.replicas);
   } catch (err) {
     await connector.close();
     throw err;
   }
   await warnOnEviction(connector.client);
   return connector;
+}
+
+/**
+ * On a Cluster, refuses a `durability` no shard could ever meet: more replicas than a shard has
+ * (counted from CLUSTER NODES, replicas marked failed included: one down for a while is what
+ * EMQDURABILITY reports, call by call). Such a setting would fail every write of that shard.
+ */
+async function checkShardReplicas(client: RedisClient, replicas: number): Promise<void> {
+  if (!(client instanceof Cluster)) return;
+  let text: string;
+  try {
+    text = (await client.cluster('NODES')) as string;
+  } catch {
+    return; // CLUSTER NODES refused (an ACL): WAIT still tells, call by call
+  }
+  const rows = text.trim().split('\n').map((line) => line.split(' '));
+  for (const [id, addr, flags, , , , , , ...slots] of rows) {
+    if (!flags?.includes('master') || slots.length === 0) continue;
+    const has = rows.filter((r) => r[3] === id).length;
+    if (has < replicas) {
+      throw new EchoMQError(
+        'EMQINPUT',
+        `durability asks for ${replicas} replica(s), but the shard of ${addr?.split('@')[0]} (slots ${slots.join(' ')}) has ${has}: ` +
+          'WAIT there could never confirm a write; ask for at most the replicas every shard has',
+      );
+    }
+  }
 }
 
 /**

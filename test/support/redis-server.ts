@@ -41,6 +41,12 @@ export class RedisServer {
     return server;
   }
 
+  /** Whether the process is up (not killed, or started again since). */
+  get running(): boolean {
+    const child = this.child;
+    return child !== null && child.exitCode === null && child.signalCode === null;
+  }
+
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }

@@ -78,6 +78,11 @@ export class TcpProxy {
     await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
   }
 
+  /** Accepts connections again after cut() (on the same port). */
+  async heal(): Promise<void> {
+    if (!this.server) await this.listen();
+  }
+
   async stop(): Promise<void> {
     await this.cut();
   }
