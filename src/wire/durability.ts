@@ -11,11 +11,11 @@
 // that node's socket, WAIT included). The contract is the one primary's, per shard: a write
 // resolves once its own shard's replicas confirm it, else fails with EMQDURABILITY.
 import { Cluster, type Redis } from 'ioredis';
-import { keySlot } from './slot.js';
 import { wholeNumber } from '../core/check.js';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
 import type { Durability } from '../core/types.js';
 import type { Script } from './scripts.js';
+import { keySlot } from './slot.js';
 
 export type { Durability };
 
@@ -77,7 +77,8 @@ export class ReplicatedWrites {
   private async flush(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
-    const client = (this.client ??= this.open());
+    this.client ??= this.open();
+    const client = this.client;
     if (!(client instanceof Cluster)) return this.flushPart(batch);
     const parts = new Map<string, Write[]>();
     for (const w of batch) {
