@@ -38,7 +38,10 @@ async function checkShardReplicas(client: RedisClient, replicas: number): Promis
   } catch {
     return; // CLUSTER NODES refused (an ACL): WAIT still tells, call by call
   }
-  const rows = text.trim().split('\n').map((line) => line.split(' '));
+  const rows = text
+    .trim()
+    .split('\n')
+    .map((line) => line.split(' '));
   for (const [id, addr, flags, , , , , , ...slots] of rows) {
     if (!flags?.includes('master') || slots.length === 0) continue;
     const has = rows.filter((r) => r[3] === id).length;
