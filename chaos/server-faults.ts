@@ -197,22 +197,7 @@ async function failover(durable: boolean, log: (line: string) => void): Promise<
         'Sentinel to promote',
         30_000,
       );
-      await poll(
-        () =>
-          q.counts().then(
-            () => true,
-            () => false,
-          ),
-        Boolean,
-        'EchoMQ on the new primary',
-        30_000,
-      );
-      const old = await probe.completeOld();
-      await sleep(1000);
-      const row = await work.stop(replica);
-      // Across a failover a job completed on the old primary alone runs again on the new one: run
-      // twice, not a superseded result. Lost: acknowledged jobs the new primary has no row of.
-      return { fault, ...row, lost: row.missing, refused: row.refused + old.refused, accepted: old.accepted };
+      return await afterFailover(fault, q, probe, work, replica, 'EchoMQ on the new primary');
     } finally {
       await mq.close();
     }
@@ -222,6 +207,36 @@ async function failover(durable: boolean, log: (line: string) => void): Promise<
     await primary.stop();
     await replica.stop();
   }
+}
+
+/**
+ * The end of a failover case: once EchoMQ answers on the promoted primary, the probe's superseded
+ * completion is tried, the workload stopped and the row made. A job completed on the old primary
+ * alone runs again on the new one: run twice, not a superseded result. Lost: acknowledged jobs
+ * the new primary has no row of.
+ */
+async function afterFailover(
+  fault: string,
+  q: Queue,
+  probe: Probe,
+  work: Workload,
+  at: Parameters<Workload['stop']>[0],
+  what: string,
+): Promise<ServerFaultRow> {
+  await poll(
+    () =>
+      q.counts().then(
+        () => true,
+        () => false,
+      ),
+    Boolean,
+    what,
+    30_000,
+  );
+  const old = await probe.completeOld();
+  await sleep(1000);
+  const row = await work.stop(at);
+  return { fault, ...row, lost: row.missing, refused: row.refused + old.refused, accepted: old.accepted };
 }
 
 /**
@@ -250,21 +265,7 @@ async function clusterFailover(durable: boolean, log: (line: string) => void): P
       await cluster.failover(victim);
       // Back as the promoted one's replica, so durable enqueues are confirmed again.
       await cluster.rejoin(victim);
-      await poll(
-        () =>
-          q.counts().then(
-            () => true,
-            () => false,
-          ),
-        Boolean,
-        'EchoMQ on the promoted primary',
-        30_000,
-      );
-      const old = await probe.completeOld();
-      await sleep(1000);
-      const row = await work.stop(cluster);
-      // As on one primary: a job completed on the old primary alone runs again (run twice).
-      return { fault, ...row, lost: row.missing, refused: row.refused + old.refused, accepted: old.accepted };
+      return await afterFailover(fault, q, probe, work, cluster, 'EchoMQ on the promoted primary');
     } finally {
       await mq.close();
     }
