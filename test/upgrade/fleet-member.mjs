@@ -92,8 +92,7 @@ async function run(line) {
       await consumer?.close();
       await mq?.close();
       say('closed');
-      process.exit(0);
-      return '';
+      return process.exit(0);
     default:
       throw Object.assign(new Error(`unknown command ${JSON.stringify(line)}`), { code: 'USAGE' });
   }

@@ -132,9 +132,7 @@ class Member {
   }
 
   async send(command: string): Promise<string> {
-    const reply = this.reply();
-    this.child.stdin!.write(`${command}\n`);
-    const line = await reply;
+    const line = await this.request(command);
     if (line.startsWith('error'))
       throw new Error(`${this.name} (${this.release.label}): ${command}: ${line}`);
     return line;
@@ -142,11 +140,16 @@ class Member {
 
   /** Sends `command` and returns its `error ...` reply (throws when it succeeded). */
   async refused(command: string): Promise<string> {
-    const reply = this.reply();
-    this.child.stdin!.write(`${command}\n`);
-    const line = await reply;
+    const line = await this.request(command);
     if (!line.startsWith('error')) throw new Error(`${this.name}: ${command} was not refused: ${line}`);
     return line;
+  }
+
+  /** Writes one command and resolves with its reply line, whatever it says. */
+  private request(command: string): Promise<string> {
+    const reply = this.reply();
+    this.child.stdin!.write(`${command}\n`);
+    return reply;
   }
 
   async add(tag: string, spec: Record<string, unknown>): Promise<string[]> {
