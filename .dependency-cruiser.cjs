@@ -1,19 +1,20 @@
-// The floors of src/ (README "Development"): each room imports only downward, and no import
-// circle comes back. Type-only imports count (tsPreCompilationDeps): the circles this guards
+// The floors of src/ (docs/reference/development.md): each room imports only downward, and no
+// import circle comes back. Type-only imports count (tsPreCompilationDeps): the circles this guards
 // against were type-only back edges. Run by `npm run lint` (`npm run deps` alone).
 //
-//   core < wire < runtime rooms < facade < read model < operations
+//   core < wire < job rooms (jobs, flows, lanes, events, recurring)
+//        < consumer, upkeep, read model (inspect) < facade (queue) < operations
 const CORE = '^src/core/';
 const WIRE = '^src/wire/';
-const RUNTIME =
-  '^src/(consumer/|events/|recurring/|lanes\\.ts$|flows\\.ts$|control\\.ts$|logs\\.ts$|sweep\\.ts$)';
-const FACADE = '^src/(echomq\\.ts$|queue\\.ts$|queue/)';
-const READ_MODEL = '^src/(inspect\\.ts$|inspect/)';
+/** The rooms a job's verbs live in: they take a QueueWire and run scripts through it. */
+const JOB_ROOMS = '^src/(jobs|flows|lanes|events|recurring)/';
+const RUNTIME = '^src/(jobs|flows|lanes|events|recurring|consumer|upkeep)/';
+const FACADE = '^src/queue/';
+const READ_MODEL = '^src/inspect/';
 const OPERATIONS = '^src/(cli/|dashboard/|telemetry/|testing\\.ts$)';
 const INDEX = '^src/index\\.ts$';
-/** The runtime rooms that run scripts: the read model imports none of them. */
-const WRITING_ROOMS =
-  '^src/(flows|flow-handoff|control|sweep|retry|settings|admit|logs|lanes)\\.ts$|^src/recurring/';
+/** The runtime rooms that run scripts: the read model imports none of them but for types. */
+const WRITING_ROOMS = '^src/(jobs|flows|lanes|upkeep|recurring)/';
 
 /** A room may not import `to`: the rule's name says which floor and why. */
 const floor = (name, from, to, comment) => ({
@@ -42,31 +43,37 @@ module.exports = {
       'The wire knows keys, ARGV and replies; it imports core/ and ioredis only.',
     ),
     floor(
+      'job-rooms-below-the-consumer',
+      JOB_ROOMS,
+      '^src/(consumer|upkeep)/',
+      'The consumer and the upkeep verbs use the job rooms (control, logs, hand-offs, rates), not the other way.',
+    ),
+    floor(
       'runtime-below-facade',
       RUNTIME,
       `${FACADE}|${READ_MODEL}|${OPERATIONS}|${INDEX}`,
       'The runtime rooms take a QueueWire, never the Queue/EchoMQ facade or anything above it.',
     ),
     floor(
-      'facade-below-read-model',
+      'facade-below-operations',
       FACADE,
       `${READ_MODEL}|${OPERATIONS}|${INDEX}`,
-      'The facade composes the rooms below; nothing it imports is above it.',
+      'The facade composes the rooms below; the Inspector is an entry of its own, beside it.',
     ),
     floor(
       'read-model-cannot-write',
       READ_MODEL,
-      `^src/wire/verbs/|^src/consumer/|${WRITING_ROOMS}|${OPERATIONS}|${INDEX}`,
-      'The Inspector reads (wire/reads, wire/read-model); it cannot call a verb or start a consumer by import.',
+      `^src/wire/verbs/|^src/consumer/|${FACADE}|${OPERATIONS}|${INDEX}`,
+      'The Inspector reads (wire/reads, wire/read-model) through an InspectedQueues shape; it cannot call a verb, start a consumer or reach the facade by import.',
     ),
     {
       ...floor(
-        'read-model-sees-the-facade-as-types',
+        'read-model-sees-writing-rooms-as-types',
         READ_MODEL,
-        FACADE,
-        "The Inspector takes EchoMQ as a type (it reaches a queue's wire through it), never the facade's code.",
+        WRITING_ROOMS,
+        "The Inspector names the recurrence rooms' list types, never their code.",
       ),
-      to: { path: FACADE, dependencyTypesNot: ['type-only'] },
+      to: { path: WRITING_ROOMS, dependencyTypesNot: ['type-only'] },
     },
     floor(
       'telemetry-below-cli-and-dashboard',

@@ -10,8 +10,8 @@
 //     client side and the servers' single threads allow, not a fleet of hosts).
 //
 // Delays are random in 50–1500 ms, so instants fall on every phase of the server's cron tick.
-import { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
+import { EchoMQ } from '../src/queue/echomq.js';
+import type { Queue } from '../src/queue/queue.js';
 import { keySlot } from '../src/wire/slot.js';
 import { RedisCluster } from '../test/support/redis-cluster.js';
 import { RedisServer } from '../test/support/redis-server.js';

@@ -8,7 +8,7 @@
 //   REDIS_URL, CHAOS_QUEUE, CHAOS_RECORDS, CHAOS_SEED, CHAOS_JOBS, CHAOS_FILL_MS, CHAOS_GIVE_UP_MS
 
 import { mintJobId } from '../src/core/ids.js';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { between, mulberry32 } from './faults.js';
 import {
   type ChaosData,

@@ -8,7 +8,7 @@
 // the consumer gracefully (unfinished jobs are handed back) and exits.
 
 import { EchoMQError } from '../src/core/errors.js';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { type ChaosData, openRecords, QUEUE } from './records.js';
 
 function env(name: string, fallback?: string): string {

@@ -36,9 +36,8 @@ export {
   type RateLimit,
   type ScheduleStatus,
 } from './core/types.js';
-export { EchoMQ, type EchoMQOptions } from './echomq.js';
 export { type EventsOptions, eventsOf, QueueEvents } from './events/reader.js';
-export type { FlowJob, FlowJobOptions, FlowNode, FlowOptions, FlowResult } from './flows.js';
+export type { FlowJob, FlowJobOptions, FlowNode, FlowOptions, FlowResult } from './flows/add.js';
 export {
   type ConsumerInfo,
   Inspector,
@@ -52,9 +51,10 @@ export {
   type RepeatSummary,
   type SchedulerSummary,
   type SchedulersResult,
-} from './inspect.js';
-export { type LaneSettings, Lanes } from './lanes.js';
-export { Queue } from './queue.js';
+} from './inspect/inspector.js';
+export { type LaneSettings, Lanes } from './lanes/lanes.js';
+export { EchoMQ, type EchoMQOptions } from './queue/echomq.js';
+export { Queue } from './queue/queue.js';
 export { calculateNextMillis, type RepeatOptions, validateRepeatOptions } from './recurring/next-run.js';
 export {
   type CatchUp,

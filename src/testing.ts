@@ -12,7 +12,7 @@ import { knownKeys } from './core/check.js';
 import { parseDuration } from './core/duration.js';
 import { EchoMQError, optionsObject } from './core/errors.js';
 import type { Handler, JobState, JobView } from './core/types.js';
-import type { Queue } from './queue.js';
+import type { Queue } from './queue/queue.js';
 import type { MemoryClock } from './wire/memory/clock.js';
 import * as reads from './wire/reads.js';
 

@@ -3,7 +3,7 @@
 // scanning the whole set, with a placeholder member that no reader ever sees; a claim of one job
 // leaves it as it is, and a user whose ACL lacks object|encoding claims as before.
 import { describe, expect } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

@@ -4,7 +4,7 @@ import { describe, expect } from 'vitest';
 import { foldAttempts } from '../src/core/attempts.js';
 import type { QueueEvent } from '../src/core/types.js';
 import { eventsOf } from '../src/events/reader.js';
-import { Inspector } from '../src/inspect.js';
+import { Inspector } from '../src/inspect/inspector.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

@@ -5,7 +5,7 @@
 import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
-import type { Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue/queue.js';
 import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
 import { poll } from './support/wait.js';
 

@@ -4,7 +4,7 @@
 // jobs do not run early, and nothing stalls for the size of a backward step.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { type ServerClock as Clock, clockShim, ServerClock } from './support/clock-shim.js';
 import { uniqueQueue } from './support/harness.js';
 import { RedisServer } from './support/redis-server.js';

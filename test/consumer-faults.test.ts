@@ -4,8 +4,8 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
+import { EchoMQ } from '../src/queue/echomq.js';
+import type { Queue } from '../src/queue/queue.js';
 import { script } from '../src/wire/scripts.js';
 import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
 import { deferred, pause, within } from './support/wait.js';

@@ -6,7 +6,7 @@
 
 import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { deferred, poll, within } from './support/wait.js';

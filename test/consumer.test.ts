@@ -10,8 +10,8 @@ import { type ConsumeOptions, type Consumer, UnrecoverableError } from '../src/c
 import { EchoMQError } from '../src/core/errors.js';
 import { occurrenceId } from '../src/core/ids.js';
 import type { Handler } from '../src/core/types.js';
-import { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
+import { EchoMQ } from '../src/queue/echomq.js';
+import type { Queue } from '../src/queue/queue.js';
 import { script } from '../src/wire/scripts.js';
 import {
   helperFixtures,

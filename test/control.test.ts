@@ -1,9 +1,9 @@
-// Changing a job that has not started (src/control.ts) against a real server: promote(id),
+// Changing a job that has not started (src/jobs/control.ts) against a real server: promote(id),
 // reschedule, reprioritize and update, each fenced on the job's state (a refused call changes no
 // key), correct inside lanes; and retry of a completed job, retryAll filtered by name or error.
 import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
-import type { Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue/queue.js';
 import { helperFixtures, queueTest, useRedisServer } from './support/harness.js';
 import { keyState } from './support/key-state.js';
 

@@ -4,7 +4,7 @@
 // for a top-up and the recurrence leg (advance) tops it up; a record without one gets it at its
 // first hand-off. Seconds patterns make the live cases take a few seconds; nothing is timed.
 import { describe, expect, it } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { calculateNextMillis } from '../src/recurring/next-run.js';
 import { AHEAD, type StoredRepeat } from '../src/recurring/schedulers.js';
 import { queueKey, uniqueQueue, useRedisServer } from './support/harness.js';

@@ -2,7 +2,7 @@
 // confirms the replicas, fail with EMQDURABILITY when they do not, and are safe to retry. The
 // failover that makes it matter is test/failover.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { uniqueQueue } from './support/harness.js';
 import { RedisServer } from './support/redis-server.js';
 import { poll } from './support/wait.js';

@@ -6,8 +6,8 @@ import { describe, expect } from 'vitest';
 import { type Consumer, UnrecoverableError } from '../src/consumer/consumer.js';
 import type { EchoMQError, ErrorCode } from '../src/core/errors.js';
 import type { Handler, QueueEvent } from '../src/core/types.js';
-import { EchoMQ } from '../src/echomq.js';
 import type { EventsOptions, QueueEvents } from '../src/events/reader.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from './support/harness.js';
 import { pause, poll, refusal, within } from './support/observe.js';
 

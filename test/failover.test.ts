@@ -7,7 +7,7 @@
 // are lost (the window README "Reliability" documents); with durability { replicas: 1 } none is.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoMQError } from '../src/core/errors.js';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { RedisServer } from './support/redis-server.js';
 import { Sentinels, sentinelBinary } from './support/sentinel.js';
 import { TcpProxy } from './support/tcp-proxy.js';

@@ -5,8 +5,8 @@
 // stopped. Also the flow reads (queue.flow, queue.dependencies) and enqueue options on flow jobs.
 import { describe, expect } from 'vitest';
 import type { Handler } from '../src/core/types.js';
-import { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
+import { EchoMQ } from '../src/queue/echomq.js';
+import type { Queue } from '../src/queue/queue.js';
 import { keySlot } from '../src/wire/slot.js';
 import { queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
 import { poll } from './support/observe.js';

@@ -5,7 +5,7 @@
 import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { Handler } from '../src/core/types.js';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { keySlot } from '../src/wire/slot.js';
 import { clusterForFile, type RedisCluster } from './support/redis-cluster.js';
 

@@ -3,7 +3,7 @@
 // `duplicate` instead of running the job twice; past the window the id is free again.
 import { describe, expect } from 'vitest';
 import type { Consumer } from '../src/consumer/consumer.js';
-import type { Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue/queue.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 import { pause, poll } from './support/wait.js';
 

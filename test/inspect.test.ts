@@ -5,8 +5,8 @@ import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
 import { EchoMQError } from '../src/core/errors.js';
 import type { EnqueueOptions } from '../src/core/types.js';
-import { Inspector } from '../src/inspect.js';
-import type { Queue } from '../src/queue.js';
+import { Inspector } from '../src/inspect/inspector.js';
+import type { Queue } from '../src/queue/queue.js';
 import { type QueueFixture, queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

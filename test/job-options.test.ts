@@ -2,8 +2,8 @@
 // applied by the call that ends it), tags (stored, shown, filtered in Inspector.jobs) and lifo
 // (claimed before the jobs of its priority that wait already).
 import { describe, expect } from 'vitest';
-import { Inspector } from '../src/inspect.js';
-import type { Queue } from '../src/queue.js';
+import { Inspector } from '../src/inspect/inspector.js';
+import type { Queue } from '../src/queue/queue.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

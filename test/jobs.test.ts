@@ -6,7 +6,7 @@ import { describe, expect, vi } from 'vitest';
 import type { ErrorCode } from '../src/core/errors.js';
 import { mintedAt } from '../src/core/ids.js';
 import type { EnqueueOptions } from '../src/core/types.js';
-import type { Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue/queue.js';
 import { queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
 import {
   expectRefused,

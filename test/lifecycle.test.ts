@@ -7,7 +7,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect } from 'vitest';
 import { EchoMQError } from '../src/core/errors.js';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 import { freePort } from './support/redis-server.js';
 import { runProcess } from './support/run-process.js';

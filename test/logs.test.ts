@@ -1,8 +1,8 @@
-// Per-job logs (src/logs.ts, protocol/scripts/log.lua) on a real server: ctx.log lines kept with
+// Per-job logs (src/jobs/logs.ts, protocol/scripts/log.lua) on a real server: ctx.log lines kept with
 // the job, bounded in count and length, read back with queue.logs, deleted with the job, and sent
 // with the acknowledgement or the lease checkpoint, never one call per line.
 import { describe, expect } from 'vitest';
-import type { EchoMQ } from '../src/echomq.js';
+import type { EchoMQ } from '../src/queue/echomq.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

@@ -3,7 +3,7 @@
 // TLS, Sentinel, the native module, a client of one's own), so nothing is silently ignored.
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { EchoMQ, type EchoMQOptions } from '../src/echomq.js';
+import { EchoMQ, type EchoMQOptions } from '../src/queue/echomq.js';
 
 async function refusal(opts: EchoMQOptions): Promise<{ code: string; message: string }> {
   return EchoMQ.connect(opts).then(

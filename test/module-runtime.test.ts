@@ -4,7 +4,7 @@
 // scripts again, and consumers with and without the module share a queue.
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { uniqueQueue, useRedisServer } from './support/harness.js';
 import { loadModuleArgs, nativeModule } from './support/native-module.js';
 import { RedisServer } from './support/redis-server.js';

@@ -4,7 +4,7 @@
 // failover, a restart or a MODULE LOAD, and one queue with garbage in its keys holds up no other.
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EchoMQ } from '../src/echomq.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { uniqueQueue } from './support/harness.js';
 import { loadModuleArgs, nativeModule } from './support/native-module.js';
 import { RedisServer } from './support/redis-server.js';

@@ -4,7 +4,7 @@
 // leaves the list at once. Library through the Inspector, the CLI as a child process (no tmux).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { describe, expect } from 'vitest';
-import { Inspector } from '../src/inspect.js';
+import { Inspector } from '../src/inspect/inspector.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 import { ROOT, runProcess } from './support/run-process.js';
 import { poll } from './support/wait.js';

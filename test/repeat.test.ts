@@ -7,8 +7,8 @@ import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
 import type { ErrorCode } from '../src/core/errors.js';
 import { occurrenceId } from '../src/core/ids.js';
-import { EchoMQ } from '../src/echomq.js';
-import type { Queue } from '../src/queue.js';
+import { EchoMQ } from '../src/queue/echomq.js';
+import type { Queue } from '../src/queue/queue.js';
 import { queueTest, uniqueQueue, useRedisServer } from './support/harness.js';
 import {
   deferred,

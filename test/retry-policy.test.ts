@@ -5,7 +5,7 @@
 import { describe, expect } from 'vitest';
 import type { ConsumeOptions, Consumer } from '../src/consumer/consumer.js';
 import type { RetryPolicy } from '../src/consumer/retry-policy.js';
-import type { Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue/queue.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 import { expectRefused } from './support/observe.js';
 

@@ -4,7 +4,7 @@
 import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
 import type { EnqueueOptions } from '../src/core/types.js';
-import type { Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue/queue.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import type { SandboxKind } from '../src/consumer/sandbox/pool.js';
 import { EchoMQError } from '../src/core/errors.js';
-import type { Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue/queue.js';
 import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from './support/harness.js';
 import { deferred } from './support/wait.js';
 

@@ -1,8 +1,8 @@
-// Emptying a queue (src/sweep.ts) on a real server: drain deletes the waiting jobs in batches
+// Emptying a queue (src/upkeep/sweep.ts) on a real server: drain deletes the waiting jobs in batches
 // (pending, lanes, and scheduled ones when asked), obliterate every key of the queue, refusing
 // while jobs are active unless forced, and both report progress per batch.
 import { describe, expect } from 'vitest';
-import type { Queue } from '../src/queue.js';
+import type { Queue } from '../src/queue/queue.js';
 import { queueTest, useRedisServer } from './support/harness.js';
 
 const env = useRedisServer();

@@ -4,8 +4,8 @@
 // until nothing is left, stepping the clock through a window; enqueued shows what waits to run.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EchoMQError } from '../src/core/errors.js';
-import { EchoMQ } from '../src/echomq.js';
 import type { Job } from '../src/index.js';
+import { EchoMQ } from '../src/queue/echomq.js';
 import { enqueued, runUntilIdle } from '../src/testing.js';
 import { useRedisServer } from './support/harness.js';
 import { deferred, within } from './support/wait.js';

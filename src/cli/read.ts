@@ -3,7 +3,7 @@
 
 import { type Command, Option } from 'commander';
 import { JOB_STATES, type JobState } from '../core/types.js';
-import type { LogPage } from '../logs.js';
+import type { LogPage } from '../jobs/logs.js';
 import type { FlowTree } from '../wire/flow-reads.js';
 import { fromArg, stateArg, wholeArg } from './args.js';
 import {

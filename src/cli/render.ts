@@ -12,7 +12,7 @@ import {
   type QueueSummary,
   type SchedulersResult,
   STALE_BEATS,
-} from '../inspect.js';
+} from '../inspect/inspector.js';
 
 // ── output ──────────────────────────────────────────────────────────────────
 

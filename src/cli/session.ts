@@ -5,8 +5,8 @@ import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { Cluster, Redis } from 'ioredis';
 import { isJobId } from '../core/ids.js';
-import { EchoMQ } from '../echomq.js';
-import { Inspector } from '../inspect.js';
+import { Inspector } from '../inspect/inspector.js';
+import { EchoMQ } from '../queue/echomq.js';
 import { shownUrl as shown } from '../wire/unreachable.js';
 import { printJson, write } from './render.js';
 

@@ -4,10 +4,10 @@
 // to). Log lines are buffered here and ride on the next call of the same connection.
 
 import type { EventEmitter } from 'node:events';
-import { updateData } from '../control.js';
 import { encodeJson, parseMaybe } from '../core/codec.js';
 import type { ConsumerEvents } from '../core/types.js';
-import { logLine } from '../logs.js';
+import { updateData } from '../jobs/control.js';
+import { logLine } from '../jobs/logs.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import * as reads from '../wire/reads.js';
 import * as verbs from '../wire/verbs/index.js';

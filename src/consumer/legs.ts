@@ -6,7 +6,7 @@
 // when a wake (or recheck) said its input changed; dueAt is the earliest of those instants.
 
 import { hostname } from 'node:os';
-import { deliverNotices } from '../flow-handoff.js';
+import { deliverNotices } from '../flows/handoff.js';
 import { JobSchedulers } from '../recurring/schedulers.js';
 import { PROTOCOL_VERSIONS } from '../wire/keyspace.js';
 import type { QueueWire } from '../wire/queue-wire.js';

@@ -5,7 +5,7 @@
 import { Backoff, type BackoffPolicy } from '../core/backoff.js';
 import { atLeast, knownKeys } from '../core/check.js';
 import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
-import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES } from '../logs.js';
+import { DEFAULT_LOG_LINE_BYTES, DEFAULT_LOG_LINES } from '../jobs/logs.js';
 import type { Durability, Replication } from '../wire/durability.js';
 import { checkRetryPolicies, type RetryPolicy } from './retry-policy.js';
 

@@ -3,7 +3,7 @@
 // (tasks.ts): retry all or every match of a name and error filter, clean an ended state, drain
 // the waiting jobs. Each goes through the Queue's verbs, which check every job's state again.
 import { EchoMQError } from '../core/errors.js';
-import type { Queue } from '../queue.js';
+import type { Queue } from '../queue/queue.js';
 import { HttpError } from './http.js';
 import { MAX_PAGE_SIZE } from './search.js';
 import type { Tasks, TaskView } from './tasks.js';

@@ -5,7 +5,7 @@
 // (assets-controls.ts) posts them in the background and says what happened in a toast; without
 // the script they post as plain forms and come back to the page.
 import type { JobState, LaneInfo } from '../core/types.js';
-import type { QueueStats, SchedulersResult } from '../inspect.js';
+import type { QueueStats, SchedulersResult } from '../inspect/inspector.js';
 import { esc, fmtDuration, form, href, layout, type PageContext, q, timeTag } from './markup.js';
 
 /** Lanes the queue page lists (the busiest); the lanes page has them all, a page at a time. */

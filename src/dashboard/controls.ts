@@ -2,7 +2,7 @@
 // (the Lanes verbs), a job scheduler's run now and remove, a repeat's remove (JobSchedulers,
 // Repeat). A form's text is read here into what the verb takes, and the verb checks it again;
 // each answer carries the sentence the page's toast shows (assets-controls.ts).
-import type { Queue } from '../queue.js';
+import type { Queue } from '../queue/queue.js';
 import { HttpError } from './http.js';
 
 type Fields = Readonly<Record<string, string>>;

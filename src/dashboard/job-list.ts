@@ -4,7 +4,7 @@
 // "Retry all" / "Retry N matching" on the ended tabs. The page script (assets.ts) builds rows
 // with the same cells; the server checks every action again.
 import { JOB_STATES, type JobState } from '../core/types.js';
-import type { ListedJob, QueueStats } from '../inspect.js';
+import type { ListedJob, QueueStats } from '../inspect/inspector.js';
 import { ACTION_STATES, esc, form, href, type PageContext, q, stateBadge, timeTag } from './markup.js';
 import { dataPreview, filtered, type JobListing, type JobQuery, MAX_MATCHES, SEARCH_SCAN } from './search.js';
 

@@ -6,10 +6,10 @@
 // attempts table becomes labelled cards below 600 px (assets-job.ts).
 import type { AttemptRun } from '../core/attempts.js';
 import { isJobId } from '../core/ids.js';
-import type { EchoMQ } from '../echomq.js';
-import type { JobDetail } from '../inspect.js';
-import { LOG_LINES_SHOWN } from '../inspect-views.js';
-import type { LogPage } from '../logs.js';
+import type { JobDetail } from '../inspect/inspector.js';
+import { LOG_LINES_SHOWN } from '../inspect/views.js';
+import type { LogPage } from '../jobs/logs.js';
+import type { EchoMQ } from '../queue/echomq.js';
 import { HttpError } from './http.js';
 import {
   ACTION_STATES,

@@ -3,7 +3,7 @@
 // a job carries is ever markup. The page script (assets.ts) only updates text and attributes.
 
 import { JOB_STATES } from '../core/types.js';
-import { type MinuteRate, type QueueStats, type QueueSummary, STALE_BEATS } from '../inspect.js';
+import { type MinuteRate, type QueueStats, type QueueSummary, STALE_BEATS } from '../inspect/inspector.js';
 import { laneTable, queueControls } from './controls-pages.js';
 import { jobsSection, listHref } from './job-list.js';
 import { capBadge, esc, fmtTime, form, href, layout, type PageContext, q } from './markup.js';

@@ -5,10 +5,10 @@
 // through the Queue's verbs. Guards (host, auth, CSRF) have run before anything here does.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import type { EchoMQ } from '../echomq.js';
 import type { EventHub } from '../events/hub.js';
-import type { Inspector } from '../inspect.js';
-import type { Queue } from '../queue.js';
+import type { Inspector } from '../inspect/inspector.js';
+import type { EchoMQ } from '../queue/echomq.js';
+import type { Queue } from '../queue/queue.js';
 import type { EchoMQMetrics } from '../telemetry/metrics.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
 import { CONTROLS_CSS, CONTROLS_JS } from './assets-controls.js';

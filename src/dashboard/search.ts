@@ -4,7 +4,7 @@
 // SEARCH_SCAN of them, and says how far it read (the page shows the bound), so a bounded search
 // is never mistaken for "there are none". A tag alone uses the Inspector's tag read.
 import { JOB_STATES, type JobState } from '../core/types.js';
-import type { Inspector, ListedJob } from '../inspect.js';
+import type { Inspector, ListedJob } from '../inspect/inspector.js';
 import { HttpError } from './http.js';
 
 export const PAGE_SIZE = 25;

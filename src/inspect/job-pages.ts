@@ -5,10 +5,10 @@
 
 import { EchoMQError } from '../core/errors.js';
 import type { JobState } from '../core/types.js';
-import { type JobsResult, type ListedJob, TAG_SCAN_MAX } from '../inspect-views.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import * as model from '../wire/read-model.js';
 import * as reads from '../wire/reads.js';
+import { type JobsResult, type ListedJob, TAG_SCAN_MAX } from './views.js';
 
 /** The ended states: their sets are listed newest end first. */
 export const TERMINAL: ReadonlySet<JobState> = new Set<JobState>(['completed', 'dead', 'cancelled']);

@@ -4,12 +4,12 @@
 // the job verbs (admit, look up, change, end, process) are in queue.ts. Each is one room
 // function or one protocol script over the queue's wire.
 
-import { promoteJob } from '../control.js';
 import { knownKeys, wholeNumber } from '../core/check.js';
 import { EchoMQError, optionsObject } from '../core/errors.js';
 import type { CleanOptions, MigrateOptions, MigrateResult, QueueSettings } from '../core/types.js';
-import { configure } from '../settings.js';
-import { clean, type DrainOptions, drain, type ObliterateOptions, obliterate } from '../sweep.js';
+import { promoteJob } from '../jobs/control.js';
+import { configure } from '../upkeep/settings.js';
+import { clean, type DrainOptions, drain, type ObliterateOptions, obliterate } from '../upkeep/sweep.js';
 import { PROTOCOL_VERSIONS } from '../wire/keyspace.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import * as reads from '../wire/reads.js';

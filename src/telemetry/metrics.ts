@@ -16,9 +16,9 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Job, QueueEvent } from '../core/types.js';
 import { JOB_STATES } from '../core/types.js';
-import type { EchoMQ } from '../echomq.js';
 import { EventHub } from '../events/hub.js';
-import { Inspector, type QueueStats } from '../inspect.js';
+import { Inspector, type QueueStats } from '../inspect/inspector.js';
+import type { EchoMQ } from '../queue/echomq.js';
 
 export interface MetricsOptions {
   /** The connection whose queues are measured. */

@@ -28,7 +28,7 @@ import {
 import type { ConsumeOptions, Consumer } from '../consumer/consumer.js';
 import { mintJobId } from '../core/ids.js';
 import type { EnqueueOptions, EnqueueStatus, Handler, ScheduleStatus } from '../core/types.js';
-import type { Queue } from '../queue.js';
+import type { Queue } from '../queue/queue.js';
 import { dropTrace, keepTrace, keepTraces, readTrace } from '../wire/trace-store.js';
 
 export interface TracingOptions {

@@ -1,4 +1,4 @@
-// The reads only the read model makes (src/inspect.ts: what the CLI and the dashboard show):
+// The reads only the read model makes (src/inspect/inspector.ts: what the CLI and the dashboard show):
 // the registry of queues, the heads of the waiting lines, the minute stats, pages of a state's
 // set, lease deadlines, a job's stretch of the events stream, the consumers' beats. Plain reads,
 // no script: the Inspector imports this file and reads.ts, never a verb, so it cannot write.

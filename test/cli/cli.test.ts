@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 import { beforeAll, describe, expect } from 'vitest';
 import { parseDuration } from '../../src/core/duration.js';
 import type { EnqueueOptions } from '../../src/core/types.js';
-import type { Queue } from '../../src/queue.js';
+import type { Queue } from '../../src/queue/queue.js';
 import { queueTest, uniqueQueue, useRedisServer } from '../support/harness.js';
 import { freePort } from '../support/redis-server.js';
 import { ROOT } from '../support/run-process.js';

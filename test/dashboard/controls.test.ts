@@ -5,7 +5,7 @@
 // screenshots at desktop and 390 px width under test-artifacts/.
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
-import type { Queue } from '../../src/queue.js';
+import type { Queue } from '../../src/queue/queue.js';
 import { useRedisServer } from '../support/harness.js';
 import {
   acceptDialogs,

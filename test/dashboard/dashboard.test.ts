@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, vi } from 'vitest';
 import { DASHBOARD_JS } from '../../src/dashboard/assets.js';
 import { type DashboardOptions, dashboardHandler, startDashboard } from '../../src/dashboard/index.js';
-import { EchoMQ } from '../../src/echomq.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
 import { useRedisServer } from '../support/harness.js';
 import { freePort, RedisServer } from '../support/redis-server.js';
 import {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import type { EnqueueOptions } from '../../src/core/types.js';
 import { type DashboardOptions, startDashboard } from '../../src/dashboard/index.js';
-import type { Queue } from '../../src/queue.js';
+import type { Queue } from '../../src/queue/queue.js';
 import { queueTest } from '../support/harness.js';
 import type { RedisServer } from '../support/redis-server.js';
 import { ROOT } from '../support/run-process.js';

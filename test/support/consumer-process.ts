@@ -2,7 +2,7 @@
 // Usage: node --import tsx test/support/consumer-process.ts <redis-url> <queue> <leaseMs>
 // Its handler prints `started <job id>` and never returns, so the job stays held under this
 // process's lease until the process dies; the lease is extended by the consumer as usual.
-import { EchoMQ } from '../../src/echomq.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
 
 const [url, queue, leaseMs] = process.argv.slice(2);
 if (!url || !queue || !leaseMs) {

@@ -2,7 +2,7 @@
 // a TLS connection or a selected database must all support. Throws on the first thing that
 // does not work.
 import assert from 'node:assert/strict';
-import type { EchoMQ } from '../../src/echomq.js';
+import type { EchoMQ } from '../../src/queue/echomq.js';
 
 export async function coreFlow(mq: EchoMQ, name: string): Promise<void> {
   const q = mq.queue<{ n: number; fail?: boolean }, number>(name);

@@ -2,8 +2,8 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, it } from 'vitest';
 import type { Consumer } from '../../src/consumer/consumer.js';
-import { EchoMQ } from '../../src/echomq.js';
-import type { Queue } from '../../src/queue.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
+import type { Queue } from '../../src/queue/queue.js';
 import { MemoryServer, onMemory } from './memory-server.js';
 import { Consumers } from './observe.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';

@@ -6,9 +6,9 @@ import { expect } from 'vitest';
 import type { ConsumeOptions, Consumer } from '../../src/consumer/consumer.js';
 import { EchoMQError, type ErrorCode } from '../../src/core/errors.js';
 import type { Handler } from '../../src/core/types.js';
-import { EchoMQ } from '../../src/echomq.js';
 import { eventsOf } from '../../src/events/reader.js';
-import type { Queue } from '../../src/queue.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
+import type { Queue } from '../../src/queue/queue.js';
 
 import { deferred, within } from './wait.js';
 

@@ -5,7 +5,7 @@
 import { Registry } from 'prom-client';
 import { describe, expect, vi } from 'vitest';
 import { startDashboard } from '../../src/dashboard/index.js';
-import type { Queue } from '../../src/queue.js';
+import type { Queue } from '../../src/queue/queue.js';
 import { type ObservedConsumer, registerMetrics, streamMs } from '../../src/telemetry/metrics.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
 

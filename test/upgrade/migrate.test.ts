@@ -6,8 +6,8 @@
 // runtime that speaks only 1 is refused afterwards.
 import { describe, expect } from 'vitest';
 import { EchoMQError } from '../../src/core/errors.js';
-import { EchoMQ } from '../../src/echomq.js';
-import type { Queue } from '../../src/queue.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
+import type { Queue } from '../../src/queue/queue.js';
 import { queueTest, uniqueQueue, useRedisServer } from '../support/harness.js';
 import { poll } from '../support/wait.js';
 

@@ -15,7 +15,7 @@ import type { Redis } from 'ioredis';
 import { afterEach, beforeAll, describe, expect } from 'vitest';
 import { EchoMQError } from '../../src/core/errors.js';
 import type { JobView } from '../../src/core/types.js';
-import type { Queue } from '../../src/queue.js';
+import type { Queue } from '../../src/queue/queue.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
 import { ROOT } from '../support/run-process.js';
 import { deferred, poll } from '../support/wait.js';

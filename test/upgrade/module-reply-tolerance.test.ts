@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
-import { EchoMQ } from '../../src/echomq.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
 import { nativeModule } from '../support/native-module.js';
 import { ROOT } from '../support/run-process.js';

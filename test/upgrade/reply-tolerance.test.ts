@@ -7,7 +7,7 @@
 // (SPEC 26), read by the same decoders, so the module's callers are held to the rule here too.
 import { describe, expect } from 'vitest';
 import type { QueueEvent } from '../../src/core/types.js';
-import { Inspector } from '../../src/inspect.js';
+import { Inspector } from '../../src/inspect/inspector.js';
 import { greetingOf } from '../../src/wire/queue-wire.js';
 import { loadScripts, parseScript } from '../../src/wire/scripts.js';
 import { queueTest, useRedisServer } from '../support/harness.js';

@@ -2,11 +2,11 @@
 // row (the newest `maxLogLines`, older ones trimmed first) and deleted with it. The consumer
 // buffers lines and sends them with the job's acknowledgement or its lease checkpoint (one `log`
 // call for every job with lines), so logging costs no round trip per line.
-import { knownKeys, wholeNumber } from './core/check.js';
-import { EchoMQError, optionsObject } from './core/errors.js';
-import { assertJobId } from './core/ids.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import { logPage } from './wire/reads.js';
+import { knownKeys, wholeNumber } from '../core/check.js';
+import { EchoMQError, optionsObject } from '../core/errors.js';
+import { assertJobId } from '../core/ids.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import { logPage } from '../wire/reads.js';
 
 const LOGS_OPTIONS = new Set(['from', 'count']);
 export const DEFAULT_LOG_LINES = 100;

@@ -3,12 +3,12 @@
 // limit across all consumers. This module configures and inspects lanes; the serving itself
 // happens inside the claim script, atomically, on the server clock.
 
-import { assertName, atLeast, isWhole, knownKeys } from './core/check.js';
-import { EchoMQError, optionsObject } from './core/errors.js';
-import type { LaneInfo, RateLimit } from './core/types.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import * as reads from './wire/reads.js';
-import * as verbs from './wire/verbs/index.js';
+import { assertName, atLeast, isWhole, knownKeys } from '../core/check.js';
+import { EchoMQError, optionsObject } from '../core/errors.js';
+import type { LaneInfo, RateLimit } from '../core/types.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as reads from '../wire/reads.js';
+import * as verbs from '../wire/verbs/index.js';
 
 export interface LaneSettings {
   /**

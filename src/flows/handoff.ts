@@ -8,10 +8,10 @@
 // Who delivers: every consumer of the child's queue, when its beat's heartbeat reports notices
 // waiting (no extra call on a queue without flows across queues); also queue.deliverNotices().
 
-import { EchoMQError } from './core/errors.js';
-import { remoteParent } from './wire/keyspace.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import * as verbs from './wire/verbs/index.js';
+import { EchoMQError } from '../core/errors.js';
+import { remoteParent } from '../wire/keyspace.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 
 /**
  * Delivers every notice waiting in `queue` to its parent's queue (`queue.sibling`), `batch` per

@@ -2,11 +2,11 @@
 // functions that build them from raw replies. Nothing here reads Redis (the Inspector does); a
 // view can be built and tested from plain values.
 
-import type { AttemptRun } from './core/attempts.js';
-import type { JobState, JobView, LaneInfo, QueueEvent } from './core/types.js';
-import type { RepeatView } from './recurring/repeat.js';
-import type { SchedulerView } from './recurring/schedulers.js';
-import type { DependencyPage } from './wire/flow-reads.js';
+import type { AttemptRun } from '../core/attempts.js';
+import type { JobState, JobView, LaneInfo, QueueEvent } from '../core/types.js';
+import type { RepeatView } from '../recurring/repeat.js';
+import type { SchedulerView } from '../recurring/schedulers.js';
+import type { DependencyPage } from '../wire/flow-reads.js';
 
 export interface QueueSummary {
   name: string;

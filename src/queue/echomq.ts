@@ -1,13 +1,13 @@
 // EchoMQ: a connection to Redis and the queues on it.
 
-import { knownKeys } from './core/check.js';
-import { optionsObject } from './core/errors.js';
-import type { QueueOptions } from './core/types.js';
-import { addFlow, type FlowJob, type FlowOptions, type FlowResult } from './flows.js';
+import { knownKeys } from '../core/check.js';
+import { optionsObject } from '../core/errors.js';
+import type { QueueOptions } from '../core/types.js';
+import { addFlow, type FlowJob, type FlowOptions, type FlowResult } from '../flows/add.js';
+import type { ConnectOptions, Connector } from '../wire/connector.js';
+import { type EngineClock, REDIS_CLOCK } from '../wire/memory/index.js';
+import { openChecked } from '../wire/open.js';
 import { Queue } from './queue.js';
-import type { ConnectOptions, Connector } from './wire/connector.js';
-import { type EngineClock, REDIS_CLOCK } from './wire/memory/index.js';
-import { openChecked } from './wire/open.js';
 
 export interface EchoMQOptions extends ConnectOptions, QueueOptions {}
 
@@ -75,7 +75,7 @@ export class EchoMQ {
    * completed; children may have children, in any queue. Admitted in one atomic call when one
    * script can reach every queue of the flow (a single Redis, or one Cluster hash slot), else
    * per queue unless `{ atomic: true }`. Resolves with the ids, shaped like the flow. See
-   * src/flows.ts.
+   * src/flows/add.ts.
    */
   flow<D = unknown>(root: FlowJob<D>, opts?: FlowOptions): Promise<FlowResult> {
     this.connector.assertOpen();

@@ -1,13 +1,13 @@
 // Admitting jobs (enqueue, enqueueMany, enqueueAt/In): each job's options encoded once
 // (wire/admission.ts), then sent by the admission verbs. The enqueues of one tick travel as one
 // call (a large tick's worth as two); a bulk add goes in chunks of 1,000, two in flight.
-import { knownKeys } from './core/check.js';
-import { EchoMQError, optionsObject } from './core/errors.js';
-import type { EnqueueOptions, EnqueueStatus, ScheduleStatus } from './core/types.js';
-import { type Admission, encodeJob } from './wire/admission.js';
-import type { Durability, Replication } from './wire/durability.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import * as verbs from './wire/verbs/index.js';
+import { knownKeys } from '../core/check.js';
+import { EchoMQError, optionsObject } from '../core/errors.js';
+import type { EnqueueOptions, EnqueueStatus, ScheduleStatus } from '../core/types.js';
+import { type Admission, encodeJob } from '../wire/admission.js';
+import type { Durability, Replication } from '../wire/durability.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 
 const CHUNK = 1000;
 /** enqueueMany's smallest slice: below it a call's fixed cost outweighs the overlap. */

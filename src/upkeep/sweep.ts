@@ -1,12 +1,12 @@
 // Emptying a queue: clean deletes ended jobs of one state, drain deletes the waiting jobs (pending and every lane, scheduled ones too
 // when asked), obliterate deletes every key of the queue. Both go in bounded batches, one script
 // call each, so Redis is never blocked for long, and report progress after every batch.
-import { knownKeys, wholeNumber } from './core/check.js';
-import { EchoMQError, optionsObject, showValue } from './core/errors.js';
-import type { CleanOptions } from './core/types.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import { counts as stateCounts } from './wire/reads.js';
-import * as verbs from './wire/verbs/index.js';
+import { knownKeys, wholeNumber } from '../core/check.js';
+import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import type { CleanOptions } from '../core/types.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import { counts as stateCounts } from '../wire/reads.js';
+import * as verbs from '../wire/verbs/index.js';
 
 export interface DrainOptions {
   /** Also delete scheduled jobs (delayed ones, retries in backoff). Default false. */

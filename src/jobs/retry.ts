@@ -1,11 +1,11 @@
 // Retrying ended jobs: one job (retry), or every job of an ended state in batches, oldest first,
 // optionally filtered by name and error (retryAll). The retry verb checks each job's state
 // itself, so jobs that end again while retryAll runs are not taken twice.
-import { knownKeys, wholeNumber } from './core/check.js';
-import { EchoMQError, optionsObject, showValue } from './core/errors.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import * as reads from './wire/reads.js';
-import * as verbs from './wire/verbs/index.js';
+import { knownKeys, wholeNumber } from '../core/check.js';
+import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as reads from '../wire/reads.js';
+import * as verbs from '../wire/verbs/index.js';
 
 const RETRY_ALL_OPTIONS = new Set(['state', 'name', 'error', 'batch', 'onProgress']);
 

@@ -3,12 +3,12 @@
 // fenced on the job's state inside the call: a job that started in between is refused with
 // EMQSTATE and nothing changes. A running job's data is changed only by its own handler
 // (ctx.update, fenced by its lease token).
-import { PRIORITY_MAX, wholeNumber } from './core/check.js';
-import { encodeJson } from './core/codec.js';
-import { EchoMQError, optionsObject, showValue } from './core/errors.js';
-import { assertJobId } from './core/ids.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import * as verbs from './wire/verbs/index.js';
+import { PRIORITY_MAX, wholeNumber } from '../core/check.js';
+import { encodeJson } from '../core/codec.js';
+import { EchoMQError, optionsObject, showValue } from '../core/errors.js';
+import { assertJobId } from '../core/ids.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 
 /** When a rescheduled job should run: `at` an epoch ms instant, or `in` ms from now (server clock). */
 export type RunWhen = { at: number; in?: never } | { in: number; at?: never };

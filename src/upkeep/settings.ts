@@ -1,13 +1,13 @@
 // Queue-wide settings (configure): the rate limit, retention of ended jobs, the events cap and
 // the idempotency window, each checked (unknown keys refused at every level), then written by one
 // configure call; omitted settings stay.
-import { atLeast, knownKeys, wholeNumber } from './core/check.js';
-import { optionsObject } from './core/errors.js';
-import type { QueueSettings } from './core/types.js';
-import { rateSpec } from './lanes.js';
-import { RETAIN_KEYS } from './wire/admission.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import * as verbs from './wire/verbs/index.js';
+import { atLeast, knownKeys, wholeNumber } from '../core/check.js';
+import { optionsObject } from '../core/errors.js';
+import type { QueueSettings } from '../core/types.js';
+import { rateSpec } from '../lanes/lanes.js';
+import { RETAIN_KEYS } from '../wire/admission.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as verbs from '../wire/verbs/index.js';
 
 const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs', 'concurrency']);
 const ENDED_SETS = new Set(['completed', 'dead']);

@@ -4,15 +4,13 @@
 // configure, clean, drain, obliterate and the sweeps) are in queue/upkeep.ts, which Queue extends.
 // Each method checks its input and delegates to one room function or one protocol script.
 
-import { Admissions } from './admit.js';
-import { type BatchHandler, type BatchOptions, consumeBatch } from './consumer/batch.js';
-import { type ConsumeOptions, Consumer } from './consumer/consumer.js';
-import { type ClaimedJob, type ClaimOptions, claimJobs } from './consumer/manual.js';
-import { handlerFor, type SandboxConsumeOptions } from './consumer/sandbox/consume.js';
-import { type RunWhen, reprioritize, reschedule, updateData } from './control.js';
-import { wholeNumber } from './core/check.js';
-import { optionsObject } from './core/errors.js';
-import { assertJobId } from './core/ids.js';
+import { type BatchHandler, type BatchOptions, consumeBatch } from '../consumer/batch.js';
+import { type ConsumeOptions, Consumer } from '../consumer/consumer.js';
+import { type ClaimedJob, type ClaimOptions, claimJobs } from '../consumer/manual.js';
+import { handlerFor, type SandboxConsumeOptions } from '../consumer/sandbox/consume.js';
+import { wholeNumber } from '../core/check.js';
+import { optionsObject } from '../core/errors.js';
+import { assertJobId } from '../core/ids.js';
 import type {
   EnqueueOptions,
   EnqueueStatus,
@@ -21,24 +19,26 @@ import type {
   JobView,
   QueueOptions,
   ScheduleStatus,
-} from './core/types.js';
-import { type EventsOptions, QueueEvents, waitFor } from './events/reader.js';
-import { deliverNotices } from './flow-handoff.js';
-import { Lanes } from './lanes.js';
-import { type LogPage, readLogs } from './logs.js';
-import { QueueUpkeep } from './queue/upkeep.js';
-import { Repeat } from './recurring/repeat.js';
-import { JobSchedulers } from './recurring/schedulers.js';
-import { type RetryAllOptions, retryAll, retryOne } from './retry.js';
-import { type Admission, encodeJob } from './wire/admission.js';
-import type { Connector } from './wire/connector.js';
-import type { Durability, Replication } from './wire/durability.js';
-import { type DependencyPage, type FlowTree, readDependencies, readFlow } from './wire/flow-reads.js';
-import type { Keyspace } from './wire/keyspace.js';
-import { QueueWire, queueLimits } from './wire/queue-wire.js';
-import * as reads from './wire/reads.js';
-import type { ScriptName } from './wire/scripts.js';
-import * as verbs from './wire/verbs/index.js';
+} from '../core/types.js';
+import { type EventsOptions, QueueEvents, waitFor } from '../events/reader.js';
+import { deliverNotices } from '../flows/handoff.js';
+import { Admissions } from '../jobs/admit.js';
+import { type RunWhen, reprioritize, reschedule, updateData } from '../jobs/control.js';
+import { type LogPage, readLogs } from '../jobs/logs.js';
+import { type RetryAllOptions, retryAll, retryOne } from '../jobs/retry.js';
+import { Lanes } from '../lanes/lanes.js';
+import { Repeat } from '../recurring/repeat.js';
+import { JobSchedulers } from '../recurring/schedulers.js';
+import { type Admission, encodeJob } from '../wire/admission.js';
+import type { Connector } from '../wire/connector.js';
+import type { Durability, Replication } from '../wire/durability.js';
+import { type DependencyPage, type FlowTree, readDependencies, readFlow } from '../wire/flow-reads.js';
+import type { Keyspace } from '../wire/keyspace.js';
+import { QueueWire, queueLimits } from '../wire/queue-wire.js';
+import * as reads from '../wire/reads.js';
+import type { ScriptName } from '../wire/scripts.js';
+import * as verbs from '../wire/verbs/index.js';
+import { QueueUpkeep } from './upkeep.js';
 
 export class Queue<D = unknown, R = unknown> extends QueueUpkeep {
   /** Lanes (groups): per-lane concurrency, rate limits and pause. */
@@ -180,7 +180,7 @@ export class Queue<D = unknown, R = unknown> extends QueueUpkeep {
     return reads.counts(this.wire);
   }
 
-  // ── changing a job that has not started (src/control.ts) ────────────────────
+  // ── changing a job that has not started (jobs/control.ts) ────────────────────
 
   /**
    * Moves a scheduled or pending job to a new run-at: `{ at }` epoch ms or `{ in }` ms from now,

@@ -3,17 +3,24 @@
 // never writes (no script calls, so not even the protocol stamp; it imports no verb), and it
 // pages through the sorted sets (inspect/job-pages.ts), never a scan of the keyspace. Write
 // actions (retry, cancel, remove, pause ...) are the Queue's verbs; the consumer never uses this
-// module. The shapes it returns, and the pure functions that build them, are in inspect-views.ts.
+// module. The shapes it returns, and the pure functions that build them, are in views.ts.
 
-import { foldAttempts } from './core/attempts.js';
-import { wholeNumber } from './core/check.js';
-import { jobView } from './core/codec.js';
-import { EchoMQError } from './core/errors.js';
-import { isJobId } from './core/ids.js';
-import { JOB_STATES, type JobState, type QueueEvent } from './core/types.js';
-import type { EchoMQ } from './echomq.js';
-import { eventsOf } from './events/reader.js';
-import { jobsPage, TERMINAL, taggedPage, withLeases } from './inspect/job-pages.js';
+import { foldAttempts } from '../core/attempts.js';
+import { wholeNumber } from '../core/check.js';
+import { jobView } from '../core/codec.js';
+import { EchoMQError } from '../core/errors.js';
+import { isJobId } from '../core/ids.js';
+import { JOB_STATES, type JobState, type QueueEvent } from '../core/types.js';
+import { eventsOf } from '../events/reader.js';
+import type { Repeat } from '../recurring/repeat.js';
+import type { JobSchedulers } from '../recurring/schedulers.js';
+import type { Connector } from '../wire/connector.js';
+import { readDependencies } from '../wire/flow-reads.js';
+import { remoteParent } from '../wire/keyspace.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import * as model from '../wire/read-model.js';
+import * as reads from '../wire/reads.js';
+import { jobsPage, TERMINAL, taggedPage, withLeases } from './job-pages.js';
 import {
   type ConsumerInfo,
   consumerInfo,
@@ -33,12 +40,7 @@ import {
   repeatSummary,
   type SchedulersResult,
   schedulerSummary,
-} from './inspect-views.js';
-import { readDependencies } from './wire/flow-reads.js';
-import { remoteParent } from './wire/keyspace.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import * as model from './wire/read-model.js';
-import * as reads from './wire/reads.js';
+} from './views.js';
 
 export type {
   ConsumerInfo,
@@ -54,8 +56,8 @@ export type {
   RepeatSummary,
   SchedulerSummary,
   SchedulersResult,
-} from './inspect-views.js';
-export { STALE_BEATS, TAG_SCAN_MAX } from './inspect-views.js';
+} from './views.js';
+export { STALE_BEATS, TAG_SCAN_MAX } from './views.js';
 
 const MAX_LIMIT = 1000;
 /** Consumers silent for longer are not listed. */
@@ -66,8 +68,21 @@ const HISTORY_MAX_SCANNED = 50_000;
 /** Stream ids and row stamps may differ by a clock tick; look this far before creation. */
 const HISTORY_SLACK_MS = 1000;
 
+/**
+ * What the Inspector reads through: the connection, and per queue its wire and the recurrence
+ * rooms' lists. An EchoMQ is one; taking it by shape keeps the read model below the facade.
+ */
+export interface InspectedQueues {
+  readonly connector: Connector;
+  queue(name: string): {
+    readonly wire: QueueWire;
+    readonly repeat: Pick<Repeat, 'list'>;
+    readonly schedulers: Pick<JobSchedulers, 'list'>;
+  };
+}
+
 export class Inspector {
-  constructor(private readonly mq: EchoMQ) {}
+  constructor(private readonly mq: InspectedQueues) {}
 
   /** The connection, checked open (a closed one fails with EMQCLOSED, as every read does). */
   private get connector() {

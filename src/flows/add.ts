@@ -7,15 +7,15 @@
 // can reach several queues when they share a Redis Cluster hash slot or the server is not a
 // Cluster (each queue is its own hash tag, `emq:{<queue>}:`). Otherwise the flow is admitted per
 // queue, the parent's part first, and a child in another queue than its parent reaches it
-// through a hand-off (src/flow-handoff.ts, SPEC 14.1). `{ atomic: true }` refuses that split.
+// through a hand-off (flows/handoff.ts, SPEC 14.1). `{ atomic: true }` refuses that split.
 
-import { knownKeys } from './core/check.js';
-import { EchoMQError, showValue } from './core/errors.js';
-import type { EnqueueOptions } from './core/types.js';
-import { type Admission, encodeJob } from './wire/admission.js';
-import type { QueueWire } from './wire/queue-wire.js';
-import { keySlot } from './wire/slot.js';
-import * as verbs from './wire/verbs/index.js';
+import { knownKeys } from '../core/check.js';
+import { EchoMQError, showValue } from '../core/errors.js';
+import type { EnqueueOptions } from '../core/types.js';
+import { type Admission, encodeJob } from '../wire/admission.js';
+import type { QueueWire } from '../wire/queue-wire.js';
+import { keySlot } from '../wire/slot.js';
+import * as verbs from '../wire/verbs/index.js';
 
 /** Options of one job in a flow: enqueue's, without dedupe, plus what a parent may set. */
 export interface FlowJobOptions extends Omit<EnqueueOptions, 'dedupe'> {
