@@ -7,19 +7,19 @@ import { defineConfig } from 'vitest/config';
  * can run is marked `redisOnly` with its reason.
  */
 const BOTH_ENGINES = [
-  'test/protocol.test.ts',
-  'test/jobs.test.ts',
-  'test/consumer.test.ts',
-  'test/lanes.test.ts',
-  'test/flow-control.test.ts',
-  'test/repeat.test.ts',
-  'test/scheduler.test.ts',
-  'test/events.test.ts',
-  'test/flows.test.ts',
-  'test/flows-across-queues.test.ts',
-  'test/retry.test.ts',
-  'test/bad-data.test.ts',
-  'test/attempts.test.ts',
+  'test/protocol/conformance.test.ts',
+  'test/jobs/jobs.test.ts',
+  'test/consumer/consumer.test.ts',
+  'test/lanes/lanes.test.ts',
+  'test/lanes/flow-control.test.ts',
+  'test/recurring/repeat.test.ts',
+  'test/recurring/schedulers.test.ts',
+  'test/events/events.test.ts',
+  'test/flows/flows.test.ts',
+  'test/flows/across-queues.test.ts',
+  'test/jobs/retry.test.ts',
+  'test/consumer/bad-data.test.ts',
+  'test/core/attempts.test.ts',
 ];
 
 export default defineConfig({

@@ -2,7 +2,7 @@
 // several scripts share lives once in protocol/lib/ and is copied between markers:
 //   -- >>> lib/lanes.lua
 //   -- <<< lib/lanes.lua
-// Run `npm run protocol:embed` after editing protocol/lib/; test/protocol.test.ts fails
+// Run `npm run protocol:embed` after editing protocol/lib/; test/protocol/conformance.test.ts fails
 // when a script's copy differs from its source.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

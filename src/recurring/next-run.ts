@@ -5,7 +5,7 @@
 // Cron patterns are parsed and matched by croner, but only on wall-clock fields (croner runs at a
 // fixed UTC offset of 0 over "local time written as if it were UTC"). Mapping a local wall-clock
 // time to an instant is done here, because croner's own time-zone mode got both DST edges wrong
-// for this contract (croner 10.0.1, checked in test/next-run.test.ts):
+// for this contract (croner 10.0.1, checked in test/recurring/next-run.test.ts):
 // - spring forward: croner moves a missing time by the size of the gap ('30 2 * * *' in
 //   America/New_York on 2026-03-08 ran at 03:30 EDT); we run it at the end of the gap (03:00 EDT).
 // - fall back: croner runs a repeated time once, but asked from inside the repeated hour it

@@ -1,7 +1,7 @@
 // The conformance replayer: a case of protocol/conformance/*.json replayed with nothing but a
 // Redis client (as a Go or Elixir runtime would), and every way Redis then differs from what the
 // case expects. The format is described in protocol/conformance/README.md and protocol/SPEC.md.
-// test/protocol.test.ts replays every case as its script; test/module.test.ts replays the
+// test/protocol/conformance.test.ts replays every case as its script; test/module/module.test.ts replays the
 // sweeps' cases as the native module's commands.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// A sandboxed handler (test/sandbox.test.ts): logs, reports progress, checkpoints, and returns
+// A sandboxed handler (test/consumer/sandbox.test.ts): logs, reports progress, checkpoints, and returns
 // its data doubled with the thread or process it ran in.
 import { threadId } from 'node:worker_threads';
 

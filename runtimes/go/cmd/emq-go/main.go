@@ -1,5 +1,5 @@
 // emq-go drives the Go runtime from the command line; the cross-runtime tests
-// (test/cross-runtime.test.ts) run it beside the TypeScript runtime on one queue.
+// (test/cross-runtime/go.test.ts) run it beside the TypeScript runtime on one queue.
 //
 //	emq-go produce --url U --queue Q < jobs.json     admit jobs, print their statuses
 //	emq-go consume --url U --queue Q [--concurrency N --lease-ms N --beat-ms N]
