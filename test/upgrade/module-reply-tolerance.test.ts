@@ -67,7 +67,9 @@ describe.skipIf(!later)("the module's callers read a later level's replies", () 
     const [held] = await jobs.claim(1, { leaseMs: 200 });
     expect(held!.id).toBe(stale.id);
     const ids = [stale.id];
-    for (let n = 1; n <= 20; n++) ids.push((await jobs.enqueueIn({ n }, 20 * n)).id);
+    // Due a second out, so none is due yet when promoteNext reads the later reply, however slow
+    // the 20 serial enqueues run on a loaded machine.
+    for (let n = 1; n <= 20; n++) ids.push((await jobs.enqueueIn({ n }, 1000 + 20 * n)).id);
     expect(await jobs.promoteNext()).toMatchObject({ count: 0 });
 
     const c = jobs.consume(async (job) => job.data.n, {
