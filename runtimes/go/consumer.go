@@ -132,9 +132,14 @@ type Consumer struct {
 	blockSeq      int       // numbers the blocking reads, so a late alarm leaves a newer read alone
 	alarm         *time.Timer
 	lastPromote   time.Time
-	lastRecover   time.Time
-	blockingID    int64
-	deadline      time.Time // once closing: when close stops waiting for handlers
+	// The recurrence leg (recurrence.go): a `w r` wake or promote's handoffs ask for it now;
+	// recurringDueAt is the instant its last replies reported (zero: none).
+	recurrenceMoved bool
+	lastRecurring   time.Time
+	recurringDueAt  time.Time
+	lastRecover     time.Time
+	blockingID      int64
+	deadline        time.Time // once closing: when close stops waiting for handlers
 
 	eventMu   sync.Mutex
 	kick      chan struct{} // wakes a sleeping loop (a slot freed, close)
@@ -189,7 +194,7 @@ func (q *Queue) Consume(h Handler, opts ConsumerOptions) (*Consumer, error) {
 	c := &Consumer{
 		ID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(rnd[:])),
 		q:  q, h: h, opts: opts,
-		held: map[string]*Job{}, wakeID: "0-0", scheduleMoved: true,
+		held: map[string]*Job{}, wakeID: "0-0", scheduleMoved: true, recurrenceMoved: true,
 		kick: make(chan struct{}, 1), ackSignal: make(chan struct{}, 1),
 		loopDone: make(chan struct{}), ackDone: make(chan struct{}), extDone: make(chan struct{}),
 		stop: make(chan struct{}),
@@ -266,7 +271,11 @@ func (c *Consumer) beat() error {
 	if err != nil {
 		return err
 	}
-	return c.drain(promoted)
+	minted, err := c.recurring()
+	if err != nil {
+		return err
+	}
+	return c.drain(promoted || minted)
 }
 
 // recover runs reap and the heartbeat once a beat.
@@ -332,6 +341,13 @@ func (c *Consumer) promote() (bool, error) {
 	count, serverNow, nextDue := known[0], known[1], known[2]
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// {…, handoffs}: releases promote could not follow, or cron lookaheads running low: their
+	// next occurrence is this runtime's to make, now (SPEC section 15).
+	if len(reply) > 3 {
+		if handoffs, _ := redis.Int64(reply[3], nil); handoffs > 0 {
+			c.recurrenceMoved = true
+		}
+	}
 	if count >= int64(c.opts.PromoteBatch) {
 		c.nextDueAt = time.Now() // more are due: go again
 	} else {
@@ -381,7 +397,7 @@ func (c *Consumer) park() {
 	now := time.Now()
 	beat := time.Duration(c.opts.BeatMs) * time.Millisecond
 	wait := beat - now.Sub(c.lastRecover)
-	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil} {
+	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil, c.recurringDueAt} {
 		if !at.IsZero() && at.Sub(now) < wait {
 			wait = at.Sub(now)
 		}
@@ -395,7 +411,7 @@ func (c *Consumer) park() {
 	// A read that ends at the beat may come back a server tick late: when a due instant
 	// follows within that, an alarm ends it on time (CLIENT UNBLOCK) instead.
 	onTime := false
-	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil} {
+	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil, c.recurringDueAt} {
 		if !at.IsZero() && at.Sub(now) <= wait+serverTick {
 			onTime = true
 		}
@@ -530,6 +546,9 @@ func (c *Consumer) blockOnWake(wait time.Duration, wakeID string, onTime bool) {
 			fields, _ := redis.Strings(pair[1], nil)
 			if len(fields) >= 2 && fields[1] == "s" {
 				c.scheduleMoved = true
+			}
+			if len(fields) >= 2 && fields[1] == "r" {
+				c.recurrenceMoved = true
 			}
 		}
 		if len(entries) > 0 {
