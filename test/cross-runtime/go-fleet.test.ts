@@ -5,9 +5,10 @@
 // Without Go the file skips, saying so.
 import { describe, expect } from 'vitest';
 import type { JobView } from '../../src/core/types.js';
+import type { FlowTree } from '../../src/wire/flow-reads.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
 import { poll, within } from '../support/wait.js';
-import { GoConsumer, haveGo, useGoBuild } from './go-runtime.js';
+import { GoConsumer, goRun, haveGo, useGoBuild } from './go-runtime.js';
 
 const env = useRedisServer();
 
@@ -103,5 +104,58 @@ describe.skipIf(!haveGo)('Go and TypeScript consumers under one lane and one can
     } finally {
       go.kill();
     }
+  }, 60_000);
+
+  it('a flow added by Go is read by TypeScript, which runs it children first', async ({
+    q,
+    queueName: name,
+    consumers,
+  }) => {
+    const spec = {
+      name: 'report',
+      data: { n: 0 },
+      children: [
+        { name: 'part', data: { n: 1 } },
+        { name: 'part', data: { n: 2 }, children: [{ name: 'leaf', data: { n: 3 } }] },
+      ],
+    };
+    const out = JSON.parse(
+      await goRun(emqGo.bin, ['flow', '--url', env.server.url, '--queue', name], JSON.stringify(spec)),
+    ) as { status: string; tree: { id: string } };
+    expect(out.status).toBe('added');
+    const shape = (t: FlowTree | null): unknown =>
+      t && { name: t.name, state: t.state, queue: t.queue, children: t.children.map(shape) };
+    expect(shape(await q.flow(out.tree.id))).toEqual({
+      name: 'report',
+      state: 'waiting_children',
+      queue: name,
+      children: [
+        { name: 'part', state: 'pending', queue: name, children: [] },
+        {
+          name: 'part',
+          state: 'waiting_children',
+          queue: name,
+          children: [{ name: 'leaf', state: 'pending', queue: name, children: [] }],
+        },
+      ],
+    });
+    const order: string[] = [];
+    const ts = q.consume(
+      async (job) => {
+        order.push(job.name ?? '');
+        return { by: 'ts', n: job.data.n };
+      },
+      { concurrency: 1, beatMs: 200 },
+    );
+    consumers.push(ts);
+    expect(await q.waitFor(out.tree.id, { timeoutMs: 20_000 })).toEqual({ by: 'ts', n: 0 });
+    expect(order.at(-1)).toBe('report');
+    expect(order.indexOf('leaf')).toBeLessThan(order.lastIndexOf('part'));
+    const deps = await q.dependencies(out.tree.id);
+    expect(deps.pending).toEqual([]);
+    expect(deps.processed.map((d) => d.result)).toEqual([
+      { by: 'ts', n: 1 },
+      { by: 'ts', n: 2 },
+    ]);
   }, 60_000);
 });
