@@ -49,6 +49,14 @@ type ConsumerOptions struct {
 	MaxStackBytes int      // default 8192
 	// OnEvent is told of every job's end in this consumer, one call at a time.
 	OnEvent func(ConsumerEvent)
+	// TimeoutMs is each attempt's execution timeout: the handler's context is cancelled
+	// (Job.Aborted "timeout") and the attempt fails with reason timeout, retried by the
+	// backoff. 0: none.
+	TimeoutMs int64
+	// MaxLogLines is the lines a job's log keeps (Job.Log; older ones are trimmed); 0: 100.
+	MaxLogLines int
+	// MaxLogLineBytes is the longest log line; a longer one is cut; 0: 1024.
+	MaxLogLineBytes int
 }
 
 // ConsumerEvent is a job's end as this consumer saw it: Kind "completed", "failed" (Outcome
@@ -78,13 +86,14 @@ type Job struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// guarded by c.mu
-	aborted  string // "", "cancelled", "lost" or "closing"
-	released bool   // the job left this consumer (handed back or lost): its outcome is not sent
-	acking   bool   // its outcome (complete or fail) is queued or on the wire: that reply decides
-	orphaned bool   // claimed again by this consumer while this handler still ran
+	aborted  string      // "", "cancelled", "lost" or "closing"
+	released bool        // the job left this consumer (handed back or lost): its outcome is not sent
+	acking   bool        // its outcome (complete or fail) is queued or on the wire: that reply decides
+	orphaned bool        // claimed again by this consumer while this handler still ran
+	timer    *time.Timer // the execution timeout, when the consumer has one
 }
 
-// Aborted says why the job's context was cancelled: "cancelled", "lost", "closing" or "".
+// Aborted says why the job's context was cancelled: "cancelled", "lost", "closing", "timeout" or "".
 func (j *Job) Aborted() string {
 	j.c.mu.Lock()
 	defer j.c.mu.Unlock()
@@ -132,9 +141,14 @@ type Consumer struct {
 	blockSeq      int       // numbers the blocking reads, so a late alarm leaves a newer read alone
 	alarm         *time.Timer
 	lastPromote   time.Time
-	lastRecover   time.Time
-	blockingID    int64
-	deadline      time.Time // once closing: when close stops waiting for handlers
+	// The recurrence leg (recurrence.go): a `w r` wake or promote's handoffs ask for it now;
+	// recurringDueAt is the instant its last replies reported (zero: none).
+	recurrenceMoved bool
+	lastRecurring   time.Time
+	recurringDueAt  time.Time
+	lastRecover     time.Time
+	blockingID      int64
+	deadline        time.Time // once closing: when close stops waiting for handlers
 
 	eventMu   sync.Mutex
 	kick      chan struct{} // wakes a sleeping loop (a slot freed, close)
@@ -177,6 +191,15 @@ func (q *Queue) Consume(h Handler, opts ConsumerOptions) (*Consumer, error) {
 	if opts.MaxStackBytes == 0 {
 		opts.MaxStackBytes = 8192
 	}
+	if opts.MaxLogLines == 0 {
+		opts.MaxLogLines = 100
+	}
+	if opts.MaxLogLineBytes == 0 {
+		opts.MaxLogLineBytes = 1024
+	}
+	if opts.TimeoutMs < 0 || opts.MaxLogLines < 0 || opts.MaxLogLineBytes < 0 {
+		return nil, newError("EMQINPUT", "TimeoutMs, MaxLogLines and MaxLogLineBytes must be whole numbers >= 0 (0: the default)")
+	}
 	if opts.Concurrency < 1 || opts.LeaseMs < 1 || opts.ExtendMs < 1 || opts.BeatMs < 1 || opts.PromoteBatch < 1 {
 		return nil, newError("EMQINPUT", "concurrency, leaseMs, extendMs, beatMs and promoteBatch must be whole numbers >= 1")
 	}
@@ -189,7 +212,7 @@ func (q *Queue) Consume(h Handler, opts ConsumerOptions) (*Consumer, error) {
 	c := &Consumer{
 		ID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(rnd[:])),
 		q:  q, h: h, opts: opts,
-		held: map[string]*Job{}, wakeID: "0-0", scheduleMoved: true,
+		held: map[string]*Job{}, wakeID: "0-0", scheduleMoved: true, recurrenceMoved: true,
 		kick: make(chan struct{}, 1), ackSignal: make(chan struct{}, 1),
 		loopDone: make(chan struct{}), ackDone: make(chan struct{}), extDone: make(chan struct{}),
 		stop: make(chan struct{}),
@@ -266,7 +289,11 @@ func (c *Consumer) beat() error {
 	if err != nil {
 		return err
 	}
-	return c.drain(promoted)
+	minted, err := c.recurring()
+	if err != nil {
+		return err
+	}
+	return c.drain(promoted || minted)
 }
 
 // recover runs reap and the heartbeat once a beat.
@@ -332,6 +359,13 @@ func (c *Consumer) promote() (bool, error) {
 	count, serverNow, nextDue := known[0], known[1], known[2]
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// {…, handoffs}: releases promote could not follow, or cron lookaheads running low: their
+	// next occurrence is this runtime's to make, now (SPEC section 15).
+	if len(reply) > 3 {
+		if handoffs, _ := redis.Int64(reply[3], nil); handoffs > 0 {
+			c.recurrenceMoved = true
+		}
+	}
 	if count >= int64(c.opts.PromoteBatch) {
 		c.nextDueAt = time.Now() // more are due: go again
 	} else {
@@ -381,7 +415,7 @@ func (c *Consumer) park() {
 	now := time.Now()
 	beat := time.Duration(c.opts.BeatMs) * time.Millisecond
 	wait := beat - now.Sub(c.lastRecover)
-	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil} {
+	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil, c.recurringDueAt} {
 		if !at.IsZero() && at.Sub(now) < wait {
 			wait = at.Sub(now)
 		}
@@ -395,7 +429,7 @@ func (c *Consumer) park() {
 	// A read that ends at the beat may come back a server tick late: when a due instant
 	// follows within that, an alarm ends it on time (CLIENT UNBLOCK) instead.
 	onTime := false
-	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil} {
+	for _, at := range []time.Time{c.nextDueAt, c.limitedUntil, c.recurringDueAt} {
 		if !at.IsZero() && at.Sub(now) <= wait+serverTick {
 			onTime = true
 		}
@@ -531,6 +565,9 @@ func (c *Consumer) blockOnWake(wait time.Duration, wakeID string, onTime bool) {
 			if len(fields) >= 2 && fields[1] == "s" {
 				c.scheduleMoved = true
 			}
+			if len(fields) >= 2 && fields[1] == "r" {
+				c.recurrenceMoved = true
+			}
 		}
 		if len(entries) > 0 {
 			c.short = false
@@ -630,6 +667,15 @@ func (c *Consumer) started(reply []interface{}) {
 			}()
 			continue
 		}
+		if c.opts.TimeoutMs > 0 {
+			job.timer = time.AfterFunc(time.Duration(c.opts.TimeoutMs)*time.Millisecond, func() {
+				c.mu.Lock()
+				if c.held[job.ID] == job && !job.acking {
+					c.abortLocked(job, "timeout")
+				}
+				c.mu.Unlock()
+			})
+		}
 		go c.execute(job)
 	}
 }
@@ -637,7 +683,11 @@ func (c *Consumer) started(reply []interface{}) {
 func (c *Consumer) execute(job *Job) {
 	defer c.handlers.Done()
 	result, err := c.runHandler(job)
+	if job.timer != nil {
+		job.timer.Stop()
+	}
 	c.mu.Lock()
+	timedOut := job.aborted == "timeout"
 	if job.orphaned {
 		job.orphaned = false
 		c.orphans--
@@ -648,7 +698,15 @@ func (c *Consumer) execute(job *Job) {
 		c.finish(job)
 		return
 	}
+	if timedOut {
+		// Past its timeout the attempt fails whatever the handler returned.
+		c.failed(job, newError("EMQTIMEOUT", "job %s ran past its timeout of %d ms; the attempt failed (reason timeout)", job.ID, c.opts.TimeoutMs))
+		return
+	}
 	if err != nil {
+		if c.putBack(job, err) {
+			return
+		}
 		c.failed(job, err)
 		return
 	}
@@ -771,6 +829,10 @@ func (c *Consumer) failed(job *Job, handlerErr error) {
 	// very fail was stored must not report the job lost.
 	job.acking = true
 	cancelled := job.aborted == "cancelled"
+	reason := []interface{}{}
+	if job.aborted == "timeout" {
+		reason = append(reason, "timeout")
+	}
 	c.mu.Unlock()
 	var unrecoverable *UnrecoverableError
 	var delay int64
@@ -793,7 +855,8 @@ func (c *Consumer) failed(job *Job, handlerErr error) {
 	message = clipBytes(message, c.opts.MaxErrorBytes)
 	stack := ""
 	for {
-		outcome, err := redis.String(c.q.Run("fail", job.ID, c.q.Prefix, job.ID, job.token, message, stack, delay))
+		argv := append([]interface{}{c.q.Prefix, job.ID, job.token, message, stack, delay}, reason...)
+		outcome, err := redis.String(c.q.Run("fail", job.ID, argv...))
 		if err == nil {
 			c.finish(job)
 			c.emit(ConsumerEvent{Kind: "failed", Job: job, Err: handlerErr, Outcome: outcome})

@@ -38,6 +38,11 @@ var (
 	ErrTooBig   = &Error{Code: "EMQTOOBIG"}   // an encoded payload, result or progress over the limit
 	ErrNoServer = &Error{Code: "EMQNOSERVER"} // no redis-server answered
 	ErrFleet    = &Error{Code: "EMQFLEET"}    // migrate: an alive consumer does not speak the version
+	ErrCron     = &Error{Code: "EMQCRON"}     // a cron pattern or time zone this runtime cannot read
+	ErrData     = &Error{Code: "EMQDATA"}     // a row holds a field that cannot be used: correct it first
+	// WaitFor's ends other than a result.
+	ErrJobFailed = &Error{Code: "EMQJOBFAILED"} // the job ended dead; the message is its error
+	ErrCancelled = &Error{Code: "EMQCANCELLED"} // the job was cancelled
 )
 
 func newError(code, format string, args ...interface{}) *Error {

@@ -1,6 +1,7 @@
 package echomq
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -600,4 +601,26 @@ func min(a, b int) int {
 		return a
 	}
 	return b
+}
+
+// RunContext is Run with a context: a connection is borrowed under ctx, and a ctx already done
+// makes no call (a script, once sent, runs to its end on the server: it is atomic).
+func (q *Queue) RunContext(ctx context.Context, name, jobID string, argv ...interface{}) (interface{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	conn, err := q.client.pool.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return q.runOn(conn, name, jobID, argv)
+}
+
+// connContext borrows a pooled connection under ctx (close it to give it back).
+func (q *Queue) connContext(ctx context.Context) (redis.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return q.client.pool.GetContext(ctx)
 }

@@ -2,8 +2,10 @@
 // (test/cross-runtime/go.test.ts) run it beside the TypeScript runtime on one queue.
 //
 //	emq-go produce --url U --queue Q < jobs.json     admit jobs, print their statuses
-//	emq-go consume --url U --queue Q [--concurrency N --lease-ms N --beat-ms N]
+//	emq-go consume --url U --queue Q [--concurrency N --lease-ms N --beat-ms N --quiet]
 //	                                                  run the test handler until stdin closes
+//	emq-go flow --url U --queue Q < tree.json        add a flow ({name, data, id, continue, children}),
+//	                                                  print {status, tree} with every job's id
 //	emq-go get --url U --queue Q ID...               print each job's row as a JobView (JSON)
 //	emq-go events --url U --queue Q [--from 0]       print the events until a read comes back empty
 //	emq-go conformance --url U --flush               replay protocol/conformance/ and count
@@ -46,6 +48,7 @@ func main() {
 	beatMs := flags.Int64("beat-ms", 0, "consume: the beat (default 1000)")
 	from := flags.String("from", "0", "events: where to start")
 	protocolVersion := flags.Int("protocol-version", 0, "the version hello stamps on a queue that has none (default 1)")
+	quiet := flags.Bool("quiet", false, "consume: print no line per job (for benches), only ready, health and closed")
 	flush := flags.Bool("flush", false, "conformance: allow it to FLUSHALL the server before every case")
 	flags.Parse(os.Args[2:])
 
@@ -70,7 +73,9 @@ func main() {
 	case "produce":
 		produce(q, out)
 	case "consume":
-		consume(q, out, echomq.ConsumerOptions{Concurrency: *concurrency, LeaseMs: *leaseMs, BeatMs: *beatMs})
+		consume(q, out, echomq.ConsumerOptions{Concurrency: *concurrency, LeaseMs: *leaseMs, BeatMs: *beatMs}, *quiet)
+	case "flow":
+		flow(q, out)
 	case "get":
 		for _, id := range flags.Args() {
 			view, err := q.Get(id)
@@ -161,7 +166,39 @@ func produce(q *echomq.Queue, out *json.Encoder) {
 // The test handler: data {"fail": k} fails the first k attempts, {"sleepMs": n} takes n ms,
 // {"progress": true} reports progress, {"unrecoverable": true} dead-letters at once; the result
 // says who ran it.
-func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions) {
+// flowSpec is a flow job as the flow command reads it.
+type flowSpec struct {
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	Data     json.RawMessage `json:"data"`
+	Continue string          `json:"continue"`
+	Children []flowSpec      `json:"children"`
+}
+
+func (s flowSpec) job() echomq.FlowJob {
+	j := echomq.FlowJob{Name: s.Name, Continue: s.Continue, Opts: &echomq.JobOptions{ID: s.ID}}
+	if len(s.Data) > 0 {
+		j.Data = s.Data
+	}
+	for _, c := range s.Children {
+		j.Children = append(j.Children, c.job())
+	}
+	return j
+}
+
+func flow(q *echomq.Queue, out *json.Encoder) {
+	var spec flowSpec
+	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
+		fail(fmt.Errorf("flow reads one JSON tree {name, data, id, continue, children} on stdin: %v", err))
+	}
+	tree, status, err := q.AddFlow(context.Background(), spec.job())
+	if err != nil {
+		fail(err)
+	}
+	out.Encode(map[string]interface{}{"status": status, "tree": tree})
+}
+
+func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, quiet bool) {
 	var mu sync.Mutex
 	print := func(v interface{}) {
 		mu.Lock()
@@ -177,6 +214,9 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions) {
 			print(line)
 			return
 		}
+		if quiet {
+			return
+		}
 		line := map[string]interface{}{"kind": e.Kind, "id": e.Job.ID, "attempt": e.Job.Attempts}
 		if e.Outcome != "" {
 			line["outcome"] = e.Outcome
@@ -184,7 +224,9 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions) {
 		print(line)
 	}
 	c, err := q.Consume(func(ctx context.Context, job *echomq.Job) (interface{}, error) {
-		print(map[string]interface{}{"kind": "started", "id": job.ID, "attempt": job.Attempts, "at": time.Now().UnixMilli()})
+		if !quiet {
+			print(map[string]interface{}{"kind": "started", "id": job.ID, "attempt": job.Attempts, "at": time.Now().UnixMilli()})
+		}
 		var data struct {
 			Fail          int   `json:"fail"`
 			SleepMs       int64 `json:"sleepMs"`
