@@ -169,6 +169,16 @@ defmodule EchoMQ.Connector do
     end
   end
 
+  @doc "`eval/4` over `typed_command/2`: the reply with its integers kept apart from text."
+  def typed_eval(conn, %Script{} = s, keys, argv) do
+    tail = [length(keys) | keys] ++ argv
+
+    case typed_command(conn, ["EVALSHA", s.sha | tail]) do
+      {:error, {:server, "NOSCRIPT" <> _}} -> typed_command(conn, ["EVAL", s.body | tail])
+      other -> other
+    end
+  end
+
   @doc "A reply read as an integer (eredis gives integer replies as text)."
   @spec int(reply()) :: integer() | nil
   def int(n) when is_integer(n), do: n

@@ -1,7 +1,8 @@
 defmodule EchoMQ.Test.RedisServer do
   @moduledoc false
-  # A redis-server of the test's own on a free port (never 6379), killed when the owner exits:
-  # the server runs under a port, and a watcher process shuts it down by its OS pid.
+  # A redis-server of the test's own on a free port (never 6379). It runs under `sh` behind a
+  # port: when the owner exits, or the whole BEAM does, the port's stdin closes, `read` returns
+  # and the server is killed, so no redis-server outlives the test run.
 
   def start do
     port = free_port()
@@ -12,31 +13,25 @@ defmodule EchoMQ.Test.RedisServer do
 
     owner = self()
 
+    script =
+      "#{exe} --port #{port} --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & " <>
+        "pid=$!; echo $pid; read _; kill -9 $pid"
+
     watcher =
       spawn(fn ->
-        p =
-          Port.open({:spawn_executable, exe}, [
-            :binary,
-            :exit_status,
-            args: [
-              "--port",
-              Integer.to_string(port),
-              "--bind",
-              "127.0.0.1",
-              "--save",
-              "",
-              "--appendonly",
-              "no"
-            ]
-          ])
+        p = Port.open({:spawn_executable, "/bin/sh"}, [:binary, :exit_status, args: ["-c", script]])
 
-        {:os_pid, os_pid} = Port.info(p, :os_pid)
+        os_pid =
+          receive do
+            {^p, {:data, line}} -> line |> String.trim() |> String.to_integer()
+          end
+
         ref = Process.monitor(owner)
         send(owner, {:redis_started, self(), os_pid})
 
         receive do
-          {:DOWN, ^ref, _, _, _} -> System.cmd("kill", ["-9", Integer.to_string(os_pid)])
-          :stop -> System.cmd("kill", ["-9", Integer.to_string(os_pid)])
+          {:DOWN, ^ref, _, _, _} -> Port.close(p)
+          :stop -> Port.close(p)
         end
       end)
 
