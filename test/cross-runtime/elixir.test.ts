@@ -366,4 +366,35 @@ describe.skipIf(!haveElixir)('the Elixir runtime with TypeScript and Go on one q
       `killed Elixir consumer: 6 jobs held, 6 completed once by TypeScript ${Date.now() - killedAt} ms after the kill; lost 0, early 0`,
     );
   }, 90_000);
+
+  it('a job scheduler upserted by either runtime is the same record: re-upserting from the other keeps its occurrence', async ({
+    q,
+    queueName: name,
+  }) => {
+    const upsert = async (specs: unknown[]) =>
+      JSON.parse(
+        await exRun(['upsert', '--url', env.server.url, '--queue', name], JSON.stringify(specs)),
+      ) as {
+        status: string;
+        nextRunAt: number | null;
+        jobId: string | null;
+      }[];
+    const tsEvery = await q.schedulers.upsert(
+      'every',
+      { every: 60_000, limit: 5 },
+      { name: 'e', data: { a: 1 } },
+    );
+    const tsCron = await q.schedulers.upsert('cron', { pattern: '0 3 * * *' }, { name: 'c' });
+    const [exEvery, exCron] = await upsert([
+      { id: 'every', repeat: { every: 60_000, limit: 5 }, name: 'e', data: { a: 2 } },
+      { id: 'cron', repeat: { pattern: '0 3 * * *' }, name: 'c' },
+    ]);
+    expect(exEvery).toEqual({ status: 'updated', nextRunAt: tsEvery.nextRunAt, jobId: tsEvery.jobId });
+    expect(exCron).toEqual({ status: 'updated', nextRunAt: tsCron.nextRunAt, jobId: tsCron.jobId });
+    const [exMade] = await upsert([{ id: 'by-ex', repeat: { pattern: '*/5 * * * *', limit: 3 }, name: 'x' }]);
+    expect(exMade!.status).toBe('created');
+    const again = await q.schedulers.upsert('by-ex', { pattern: '*/5 * * * *', limit: 3 }, { name: 'x' });
+    expect(again).toEqual({ status: 'updated', nextRunAt: exMade!.nextRunAt, jobId: exMade!.jobId });
+    expect((await q.schedulers.get('every'))!.template.data).toEqual({ a: 2 });
+  }, 60_000);
 });

@@ -95,8 +95,48 @@ defmodule EchoMQ.CLI do
     if r.failures == [], do: 0, else: 1
   end
 
+  # upsert --url U --queue Q: stdin a JSON array of {id, repeat: {every | pattern, limit, ...},
+  # name, data}; stdout a JSON array of {status, nextRunAt, jobId}.
+  defp run("upsert", o) do
+    conn = Connector.connect!(url: o[:url])
+
+    out =
+      for spec <- JSON.decode!(IO.read(:stdio, :eof)) do
+        repeat =
+          for {k, v} <- spec["repeat"], into: %{} do
+            {%{
+               "every" => :every,
+               "pattern" => :pattern,
+               "limit" => :limit,
+               "immediately" => :immediately,
+               "startDate" => :start_date,
+               "endDate" => :end_date,
+               "tz" => :tz
+             }[k] || k, v}
+          end
+
+        case EchoMQ.JobScheduler.upsert(
+               conn,
+               o[:queue],
+               spec["id"],
+               repeat,
+               spec["name"],
+               spec["data"] || %{}
+             ) do
+          {:ok, r} ->
+            %{"status" => Atom.to_string(r.status), "nextRunAt" => r.next_run_at, "jobId" => r.job_id}
+
+          {:error, e} ->
+            %{"status" => "error", "error" => inspect(e)}
+        end
+      end
+
+    IO.puts(JSON.encode!(out))
+    0
+  end
+
   defp run(cmd, _) do
-    IO.puts(:stderr, "emq-ex: unknown command #{cmd}: give produce, consume or conformance")
+    IO.puts(:stderr, "emq-ex: unknown command #{cmd}: give produce, consume, upsert or conformance")
     2
   end
 
