@@ -45,4 +45,30 @@ defmodule EchoMQ.JobSchedulerTest do
     refute_receive {:echomq_consumer, :completed, _, _}, 600
     assert {:ok, %{ended: "limit", iteration_count: 3}} = JobScheduler.get(conn, "s2", "fast")
   end
+
+  test "a cron scheduler whose lookahead is gone is handed off by the Elixir consumer's recurrence leg",
+       %{conn: conn, url: url} do
+    {:ok, %{status: :created}} =
+      JobScheduler.upsert(conn, "s3", "each-second", %{pattern: "* * * * * *", limit: 3}, "cron")
+
+    # Without its lookahead promote cannot follow a released occurrence: the runtime must.
+    {:ok, _} = Connector.command(conn, ["HDEL", "emq:{s3}:scheduler:each-second", "ahead"])
+
+    start_supervised!(
+      {Consumer, url: url, queue: "s3", beat_ms: 100, notify: self(), handler: fn _ -> :ok end}
+    )
+
+    ids =
+      for _ <- 1..3,
+          do:
+            (
+              assert_receive({:echomq_consumer, :completed, id, _}, 8_000)
+              id
+            )
+
+    assert length(Enum.uniq(ids)) == 3
+    assert Enum.all?(ids, &String.contains?(&1, ":s:each-second"))
+    refute_receive {:echomq_consumer, :completed, _, _}, 1_500
+    assert {:ok, %{ended: "limit", iteration_count: 3}} = JobScheduler.get(conn, "s3", "each-second")
+  end
 end

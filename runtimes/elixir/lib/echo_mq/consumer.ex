@@ -13,6 +13,7 @@ defmodule EchoMQ.Consumer do
   Options: `:queue` (required), `:handler` (required; `fn job -> … end`), `:conn` (an
   `EchoMQ.Connector`) or `:url`, `:concurrency` (10), `:lease_ms` (30000), `:beat_ms` (1000),
   `:promote_batch` (100), `:recovery` (`:reap` | `:stalled` | `:off`), `:max_stalled` (1),
+  `:recurrence` (true: the scheduler hand-off leg, `EchoMQ.JobScheduler.advance/3`),
   `:backoff` (the default policy, `{:exponential, 1000, 300_000}`), `:close_timeout_ms`
   (10000), `:id`, `:notify` (a pid that gets `{:echomq_consumer, kind, job_id, info}` for
   kind `:active`, `:completed`, `:failed`, `:lost`, `:degraded`), `:name`.
@@ -83,6 +84,7 @@ defmodule EchoMQ.Consumer do
         beat_ms: opts[:beat_ms] || 1_000,
         batch: opts[:promote_batch] || 100,
         recovery: opts[:recovery] || :reap,
+        recurrence: Keyword.get(opts, :recurrence, true),
         max_stalled: opts[:max_stalled] || 1,
         backoff: opts[:backoff] || Backoff.default(),
         close_timeout: opts[:close_timeout_ms] || 10_000,
@@ -254,11 +256,23 @@ defmodule EchoMQ.Consumer do
         end
 
       with {:ok, _} <- pass,
-           {:ok, _} <- Jobs.run(s.conn, s.queue, "heartbeat", nil, [s.prefix, s.id, info(s)]) do
+           {:ok, _} <- Jobs.run(s.conn, s.queue, "heartbeat", nil, [s.prefix, s.id, info(s)]),
+           {:ok, s} <- recurrence(s) do
         {:ok, %{s | last_recover: now}}
       else
         {:error, reason} -> {:degraded, s, :recover, reason}
       end
+    end
+  end
+
+  # The recurrence leg (SPEC 15): the scheduler hand-off and lookahead top-up, once a beat and
+  # at once when promote released occurrences it could not follow (`handoffs`).
+  defp recurrence(%{recurrence: false} = s), do: {:ok, s}
+
+  defp recurrence(s) do
+    case EchoMQ.JobScheduler.advance(s.conn, s.queue, s.batch) do
+      {:ok, _} -> {:ok, s}
+      {:error, reason} -> {:error, reason}
     end
   end
 
@@ -290,8 +304,10 @@ defmodule EchoMQ.Consumer do
       s = %{s | schedule_moved: false, last_promote: now}
 
       case Jobs.promote(s.conn, s.queue, s.batch, next: true, elapsed_ms: elapsed) do
-        {:ok, %{count: count, now_ms: server_now, next_due_ms: next}} ->
+        {:ok, %{count: count, now_ms: server_now, next_due_ms: next, handoffs: handoffs}} ->
           s = if count >= s.batch, do: %{s | next_due_at: mono()}, else: learn_head(s, server_now, next)
+          # Released occurrences promote could not follow (cron): hand them off now.
+          s = if handoffs > 0, do: %{s | last_recover: nil}, else: s
           {:ok, if(count > 0, do: %{s | short: false}, else: s), true}
 
         {:error, reason} ->
@@ -412,7 +428,7 @@ defmodule EchoMQ.Consumer do
   # with free slots after a full claim it only waits for the next tick.
   defp wait(s) do
     now = mono()
-    beat_left = s.beat_ms - (now - (s.last_recover || now))
+    beat_left = if s.last_recover, do: s.beat_ms - (now - s.last_recover), else: 0
 
     wait =
       [beat_left, s.next_due_at && s.next_due_at - now, s.limited_until && s.limited_until - now]

@@ -157,6 +157,106 @@ defmodule EchoMQ.JobScheduler do
     end
   end
 
+  @doc """
+  The hand-off (the recurrence leg a consumer runs in its beat, SPEC 15): makes the next
+  occurrence of every scheduler whose occurrence was released without one (at most `batch`),
+  or ends it when its schedule is over, and tops up the lookahead of cron schedulers that run
+  low. A scheduler whose options this runtime does not read (a cron dialect beyond
+  `EchoMQ.Cron`) is skipped, left for a runtime that does: ending it would end it for everyone.
+  `{:ok, %{made: ids, ended: ids, skipped: ids}}`.
+  """
+  def advance(conn, queue_name, batch \\ 100) do
+    p = Keyspace.prefix(queue_name)
+
+    with {:ok, [now, _next_due, due, low | _]} <-
+           Jobs.run(conn, queue_name, "getJobScheduler", nil, [p, "due", batch]) do
+      now = Connector.int(now)
+
+      out =
+        due
+        |> Enum.chunk_every(5)
+        |> Enum.reduce(%{made: [], ended: [], skipped: []}, fn [id, job, at, count, repeat], out ->
+          count = String.to_integer(count)
+
+          case stored(repeat) do
+            {:ok, r} ->
+              next = next_occurrence(r, String.to_integer(at), count, now)
+
+              {ended, ahead} =
+                if next, do: {"", lookahead(r, next, count + 1)}, else: {end_reason(r, count), ""}
+
+              case Jobs.run(conn, queue_name, "updateJobScheduler", nil, [
+                     p,
+                     id,
+                     job,
+                     next || "",
+                     ended,
+                     ahead
+                   ]) do
+                {:ok, ["created", _, made | _]} -> %{out | made: [made | out.made]}
+                {:ok, ["ended" | _]} -> %{out | ended: [id | out.ended]}
+                _ -> out
+              end
+
+            :error ->
+              %{out | skipped: [id | out.skipped]}
+          end
+        end)
+
+      out =
+        low
+        |> Enum.chunk_every(6)
+        |> Enum.reduce(out, fn [id, job, last, count, repeat, left], out ->
+          case stored(repeat) do
+            {:ok, r} ->
+              left = String.to_integer(left)
+              more = lookahead(r, String.to_integer(last), String.to_integer(count) + left, @ahead - left)
+              _ = Jobs.run(conn, queue_name, "updateJobScheduler", nil, [p, id, job, "more", "", more])
+              out
+
+            :error ->
+              %{out | skipped: [id | out.skipped]}
+          end
+        end)
+
+      {:ok, out}
+    end
+  end
+
+  # A record's repeat JSON read back into options; :error for what this runtime cannot compute.
+  defp stored(json) do
+    keys = %{
+      "every" => :every,
+      "pattern" => :pattern,
+      "tz" => :tz,
+      "immediately" => :immediately,
+      "startDate" => :start_date,
+      "endDate" => :end_date,
+      "limit" => :limit
+    }
+
+    with {:ok, %{} = m} <- JSON.decode(json),
+         r = for({k, v} <- m, Map.has_key?(keys, k), into: %{}, do: {keys[k], v}),
+         {:ok, r} <- canonical(r) do
+      {:ok, r}
+    else
+      _ -> :error
+    end
+  end
+
+  # As TypeScript's nextOccurrence: the next slot after prev; a passed slot still runs when the
+  # one after it has not passed; two or more missed: the first slot after now (no burst).
+  defp next_occurrence(r, prev, count, now) do
+    next = calculate_next(r, prev, count)
+
+    cond do
+      next == nil or next >= now -> next
+      (after_next = calculate_next(r, next, count + 1)) == nil or after_next > now -> next
+      r[:every] -> calculate_next(r, prev + div(now - prev, r[:every]) * r[:every], count)
+      true -> calculate_next(r, now, count)
+    end
+  end
+
   # ── internals ──────────────────────────────────────────────────────────────
 
   # As the TypeScript runtime's calculateNextMillis(opts, reference, count).
@@ -189,18 +289,20 @@ defmodule EchoMQ.JobScheduler do
     end
   end
 
-  defp lookahead(%{pattern: _} = r, from, made) do
+  defp lookahead(r, from, made, n \\ @ahead)
+
+  defp lookahead(%{pattern: _} = r, from, made, n) do
     Stream.unfold({from, made}, fn {prev, count} ->
       case calculate_next(r, prev, count) do
         n when is_integer(n) and n > prev -> {n, {n, count + 1}}
         _ -> nil
       end
     end)
-    |> Enum.take(@ahead)
+    |> Enum.take(n)
     |> Enum.join(" ")
   end
 
-  defp lookahead(_, _, _), do: ""
+  defp lookahead(_, _, _, _), do: ""
 
   defp end_reason(r, count) do
     cond do
