@@ -9,9 +9,9 @@ defmodule EchoMQ.JobScheduler do
   canonical JSON text).
 
   `every` and `immediately` occurrences are handed off by promote itself (in Lua); a cron
-  scheduler carries a lookahead of #{16} instants computed here, which promote walks; topping
-  it up later is a runtime's recurrence leg (the TypeScript consumer runs one; the Elixir
-  consumer does not yet).
+  scheduler carries a lookahead of 16 instants computed here, which promote walks; the
+  hand-off of what promote cannot follow, and topping the lookahead up, is `advance/3`, which
+  the Elixir consumer runs in its beat (as the TypeScript one does).
   """
 
   alias EchoMQ.{Connector, Jobs, JSON, Keyspace}
