@@ -45,4 +45,27 @@ defmodule EchoMQ.Backoff do
             "a policy it knows: give {:fixed, ms >= 0}, {:exponential, base >= 1, cap >= 1} or " <>
             "{:jitter, policy}, and attempts >= 1"
   end
+
+  @doc """
+  The policy as the wire's JSON object (SPEC 5.1): `{"kind":"fixed","ms":..}`,
+  `{"kind":"exponential","base":..,"cap":..}`, `{"kind":"jitter","inner":{..}}`.
+  """
+  def to_map({:fixed, ms}), do: %{"kind" => "fixed", "ms" => ms}
+  def to_map({:exponential, base, cap}), do: %{"kind" => "exponential", "base" => base, "cap" => cap}
+  def to_map({:jitter, inner}), do: %{"kind" => "jitter", "inner" => to_map(inner)}
+
+  @doc "The policy a row's backoff JSON object stands for (`{:error, why}` for one it does not know)."
+  def from_map(%{"kind" => "fixed", "ms" => ms}) when is_integer(ms) and ms >= 0, do: {:ok, {:fixed, ms}}
+
+  def from_map(%{"kind" => "exponential", "base" => b} = m) when is_integer(b) and b >= 1,
+    do: {:ok, {:exponential, b, Map.get(m, "cap", 300_000)}}
+
+  def from_map(%{"kind" => "jitter", "inner" => inner}) do
+    with {:ok, p} <- from_map(inner), do: {:ok, {:jitter, p}}
+  end
+
+  def from_map(other), do: {:error, "not a backoff policy: #{inspect(other)}"}
+
+  @doc "The default when a job has none (SPEC 25.1)."
+  def default, do: {:exponential, 1000, 300_000}
 end
