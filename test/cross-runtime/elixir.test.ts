@@ -5,128 +5,51 @@
 // and end once elsewhere, never claimed again before that lease ran out.
 // Without Elixir (Debian's elixir and erlang-redis-client) the file skips, saying so; the
 // three-runtime test also needs Go (golang-go, golang-github-gomodule-redigo-dev).
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
-import { UnrecoverableError } from '../../src/consumer/consumer.js';
-import type { EnqueueOptions, Job, JobContext, QueueEvent } from '../../src/core/types.js';
+import { beforeAll, describe, expect } from 'vitest';
+import type { QueueEvent } from '../../src/core/types.js';
 import { eventsOf } from '../../src/events/reader.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
 import { ROOT, runProcess } from '../support/run-process.js';
-import { deferred, poll, within } from '../support/wait.js';
+import { poll, within } from '../support/wait.js';
+import { GO_DIR, GO_ENV, goRun, haveGo, LineConsumer, useGoBuild } from './go-runtime.js';
+import {
+  endsDead,
+  enqueueSpecs,
+  expectedStatuses,
+  jobMix,
+  type Spec,
+  specsWire,
+  tsHandler,
+  type Work,
+} from './job-mix.js';
 
 const EX_DIR = join(ROOT, 'runtimes', 'elixir');
-const GO_DIR = join(ROOT, 'runtimes', 'go');
 const eredis = spawnSync('erl', [
   '-noshell',
   '-eval',
   'halt(case code:which(eredis) of non_existing -> 1; _ -> 0 end).',
 ]);
 const haveElixir = spawnSync('elixir', ['--version']).status === 0 && eredis.status === 0;
-const haveGo =
-  spawnSync('go', ['version']).status === 0 &&
-  spawnSync('test', ['-d', '/usr/share/gocode/src/github.com/gomodule/redigo/redis']).status === 0;
 if (!haveElixir) {
   console.warn(
     'Elixir cross-runtime tests skipped: Elixir or eredis is missing (apt-get install elixir erlang-redis-client)',
   );
-} else if (!haveGo) {
-  console.warn(
-    'the three-runtime test skipped: Go is missing (apt-get install golang-go golang-github-gomodule-redigo-dev)',
-  );
 }
-const GO_ENV = { ...process.env, GOFLAGS: '-mod=vendor', GOPROXY: 'off' };
 const EX_ENV = { ...process.env, MIX_ENV: 'dev' };
 const EX_EBIN = join(EX_DIR, '_build', 'dev', 'lib', 'echo_mq', 'ebin');
 const exArgs = (args: string[]) => ['-pa', EX_EBIN, '-e', 'EchoMQ.CLI.main(System.argv())', '--', ...args];
 
-interface Work {
-  n: number;
-  fail?: number;
-  sleepMs?: number;
-  unrecoverable?: boolean;
-  progress?: boolean;
-}
-
-interface Line {
-  kind: string;
-  id?: string;
-  attempt?: number;
-  outcome?: string;
-}
-
-/** A running consumer of another runtime (emq-go or EchoMQ.CLI): its JSON lines; close() ends it. */
-class LineConsumer {
-  readonly lines: Line[] = [];
-  readonly ready = deferred();
-  private readonly exited = deferred<number | null>();
-  private readonly child: ChildProcess;
-
-  constructor(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv) {
-    this.child = spawn(command, args, { cwd, env, stdio: ['pipe', 'pipe', 'inherit'] });
-    createInterface({ input: this.child.stdout! }).on('line', (text) => {
-      if (!text.startsWith('{')) return;
-      const line = JSON.parse(text) as Line;
-      this.lines.push(line);
-      if (line.kind === 'ready') this.ready.resolve();
-    });
-    this.child.on('close', (code) => this.exited.resolve(code));
-  }
-
-  of(kind: string): Line[] {
-    return this.lines.filter((l) => l.kind === kind);
-  }
-
-  /** Closes its stdin: the consumer closes (handing back what runs) and exits. */
-  async close(): Promise<number | null> {
-    this.child.stdin!.end();
-    return within(this.exited.promise, 30_000, 'the consumer to exit');
-  }
-
-  kill(): Promise<number | null> {
-    this.child.kill('SIGKILL');
-    return within(this.exited.promise, 10_000, 'the killed consumer to exit');
-  }
-}
-
 const env = useRedisServer();
 
-async function tsHandler(job: Job<Work>, ctx: JobContext): Promise<unknown> {
-  const data = job.data;
-  if (data.sleepMs) await new Promise((r) => setTimeout(r, data.sleepMs));
-  if (data.progress) await ctx.progress({ at: job.attempts, by: 'ts' });
-  if (data.unrecoverable) throw new UnrecoverableError('ts: unrecoverable');
-  if (job.attempts <= (data.fail ?? 0)) throw new Error(`ts: attempt ${job.attempts} fails on purpose`);
-  return { by: 'ts', attempt: job.attempts, data };
-}
-
 describe.skipIf(!haveElixir)('the Elixir runtime with TypeScript and Go on one queue', () => {
-  const build = { go: '', dir: '' };
+  // emq-go is built only where Go is (the three-runtime test skips without it).
+  const emqGo = haveGo ? useGoBuild() : { bin: '' };
   beforeAll(async () => {
     const made = await runProcess('mix', ['compile'], 180_000, EX_ENV, undefined, EX_DIR);
     if (made.code !== 0) throw new Error(`mix compile failed: ${made.stderr}${made.stdout}`);
-    if (haveGo) {
-      build.dir = mkdtempSync(join(tmpdir(), 'emq-go-'));
-      build.go = join(build.dir, 'emq-go');
-      const vendor = await runProcess('bash', [join(GO_DIR, 'vendor.sh')], 30_000);
-      if (vendor.code !== 0) throw new Error(`runtimes/go/vendor.sh failed: ${vendor.stderr}`);
-      const go = await runProcess(
-        'go',
-        ['build', '-o', build.go, './cmd/emq-go'],
-        180_000,
-        GO_ENV,
-        undefined,
-        GO_DIR,
-      );
-      if (go.code !== 0) throw new Error(`go build failed: ${go.stderr}`);
-    }
   }, 240_000);
-  afterAll(() => {
-    if (build.dir) rmSync(build.dir, { recursive: true, force: true });
-  });
 
   const it = queueTest<Work, unknown>(env, 'crossex').extend<{
     start: (runtime: 'ex' | 'go', queue: string, args: string[]) => LineConsumer;
@@ -140,7 +63,7 @@ describe.skipIf(!haveElixir)('the Elixir runtime with TypeScript and Go on one q
           const c =
             runtime === 'ex'
               ? new LineConsumer('elixir', exArgs(base), EX_DIR, EX_ENV)
-              : new LineConsumer(build.go, base, GO_DIR, GO_ENV);
+              : new LineConsumer(emqGo.bin, base, GO_DIR, GO_ENV);
           started.push(c);
           return c;
         });
@@ -186,61 +109,22 @@ describe.skipIf(!haveElixir)('the Elixir runtime with TypeScript and Go on one q
       ts.on('failed', (job) => tsFailed.push(job.id));
       ts.on('lost', (job) => tsLost.push(job.id));
 
-      type Spec = { data: Work; opts: EnqueueOptions; delayMs?: number };
-      const mix = (offset: number): Spec[] => {
-        const specs: Spec[] = [];
-        for (let i = 0; i < 40; i++) {
-          const data: Work = { n: offset + i, sleepMs: 5 + (i % 4) * 5 };
-          const opts: EnqueueOptions = { name: 'cross', backoff: { kind: 'fixed', ms: 30 } };
-          if (i % 3 === 0) opts.group = `g${i % 4}`;
-          if (i % 4 === 1) data.fail = 1 + (i % 2);
-          if (i % 5 === 2) data.progress = true;
-          if (i % 10 === 7) specs.push({ data, opts, delayMs: 300 + i * 10 });
-          else specs.push({ data, opts });
-        }
-        specs.push({
-          data: { n: offset + 40, fail: 9 },
-          opts: { name: 'cross', attempts: 2, backoff: { kind: 'fixed', ms: 30 } },
-        });
-        specs.push({ data: { n: offset + 41, unrecoverable: true }, opts: { name: 'cross', priority: 3 } });
-        return specs;
-      };
-      const tsSpecs = mix(0);
-      const goSpecs = mix(1000);
-      const exSpecs = mix(2000);
-      const tsIds: string[] = [];
-      for (const s of tsSpecs) {
-        const r =
-          s.delayMs === undefined
-            ? await q.enqueue(s.data, s.opts)
-            : await q.enqueueIn(s.data, s.delayMs, s.opts);
-        tsIds.push(r.id);
-      }
-      const wire = (specs: Spec[]) =>
-        JSON.stringify(specs.map((s) => ({ data: s.data, ...s.opts, delayMs: s.delayMs })));
+      const tsSpecs = jobMix(0);
+      const goSpecs = jobMix(1000);
+      const exSpecs = jobMix(2000);
+      const tsIds = await enqueueSpecs(q, tsSpecs);
       const [goOut, exOut] = await Promise.all([
-        runProcess(
-          build.go,
-          ['produce', '--url', env.server.url, '--queue', name],
-          60_000,
-          GO_ENV,
-          wire(goSpecs),
-        ),
-        exRun(['produce', '--url', env.server.url, '--queue', name], wire(exSpecs)),
+        goRun(emqGo.bin, ['produce', '--url', env.server.url, '--queue', name], specsWire(goSpecs)),
+        exRun(['produce', '--url', env.server.url, '--queue', name], specsWire(exSpecs)),
       ]);
-      const goReply = JSON.parse(goOut.stdout) as { id: string; status: string }[];
+      const goReply = JSON.parse(goOut) as { id: string; status: string }[];
       const exReply = JSON.parse(exOut) as { id: string; status: string }[];
-      const statuses = (specs: Spec[]) =>
-        specs.map((s) => (s.delayMs === undefined ? 'enqueued' : 'scheduled'));
-      expect(goReply.map((r) => r.status)).toEqual(statuses(goSpecs));
-      expect(exReply.map((r) => r.status)).toEqual(statuses(exSpecs));
+      expect(goReply.map((r) => r.status)).toEqual(expectedStatuses(goSpecs));
+      expect(exReply.map((r) => r.status)).toEqual(expectedStatuses(exSpecs));
       const all = [...tsIds, ...goReply.map((r) => r.id), ...exReply.map((r) => r.id)];
       const specs = [...tsSpecs, ...goSpecs, ...exSpecs];
       const specOf = new Map<string, Spec>(all.map((id, i) => [id, specs[i]!]));
-      const expectDead = all.filter((id) => {
-        const d = specOf.get(id)!.data;
-        return d.unrecoverable || (d.fail ?? 0) >= 9;
-      });
+      const expectDead = all.filter((id) => endsDead(specOf.get(id)!));
 
       await poll(
         () => q.counts(),

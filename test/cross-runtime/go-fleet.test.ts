@@ -66,7 +66,7 @@ describe.skipIf(!haveGo)('Go and TypeScript consumers under one lane and one can
       expect(rows.length - byGo).toBeGreaterThan(0);
       expect(await go.close()).toBe(0);
     } finally {
-      go.kill();
+      await go.kill();
     }
   }, 60_000);
 
@@ -102,7 +102,7 @@ describe.skipIf(!haveGo)('Go and TypeScript consumers under one lane and one can
       expect(go.of('started').filter((l) => l.id === id)).toHaveLength(1);
       expect(await go.close()).toBe(0);
     } finally {
-      go.kill();
+      await go.kill();
     }
   }, 60_000);
 

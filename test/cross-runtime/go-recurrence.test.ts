@@ -91,7 +91,7 @@ describe.skipIf(!haveGo)('a TypeScript-defined scheduler served by a Go-only con
       const load = rows.filter((r) => r.name === 'load').length;
       console.log(`go-only fleet (2 x 3 slots, ${load} other jobs): ${lines.join('; ')}`);
     } finally {
-      for (const g of fleet) g.kill();
+      for (const g of fleet) await g.kill();
     }
   }, 90_000);
 });

@@ -30,31 +30,17 @@ export interface GoLine {
   at?: number;
 }
 
-/** A running `emq-go consume`: its JSON lines, and close() that ends it gracefully. */
-export class GoConsumer {
+/** A running consumer of another runtime (emq-go, EchoMQ.CLI): its JSON lines; close() ends it gracefully. */
+export class LineConsumer {
   readonly lines: GoLine[] = [];
   readonly ready = deferred();
   private readonly exited = deferred<number | null>();
   private readonly child: ChildProcess;
 
-  constructor(bin: string, url: string, queue: string, concurrency: number, extra: string[] = []) {
-    this.child = spawn(
-      bin,
-      [
-        'consume',
-        '--url',
-        url,
-        '--queue',
-        queue,
-        '--concurrency',
-        String(concurrency),
-        '--beat-ms',
-        '200',
-        ...extra,
-      ],
-      { cwd: GO_DIR, env: GO_ENV, stdio: ['pipe', 'pipe', 'inherit'] },
-    );
+  constructor(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv) {
+    this.child = spawn(command, args, { cwd, env, stdio: ['pipe', 'pipe', 'inherit'] });
     createInterface({ input: this.child.stdout! }).on('line', (text) => {
+      if (!text.startsWith('{')) return; // a runtime's own log line, not one of the test's
       const line = JSON.parse(text) as GoLine;
       this.lines.push(line);
       if (line.kind === 'ready') this.ready.resolve();
@@ -69,11 +55,36 @@ export class GoConsumer {
   /** Closes its stdin: the consumer closes (handing back what runs) and exits. */
   async close(): Promise<number | null> {
     this.child.stdin!.end();
-    return within(this.exited.promise, 20_000, 'emq-go consume to exit');
+    return within(this.exited.promise, 30_000, 'the consumer to exit');
   }
 
-  kill(): void {
+  /** SIGKILL: no hand-back, its leases left to run out. */
+  kill(): Promise<number | null> {
     this.child.kill('SIGKILL');
+    return within(this.exited.promise, 10_000, 'the killed consumer to exit');
+  }
+}
+
+/** A running `emq-go consume` (beat 200 ms) of `queue` at `concurrency`. */
+export class GoConsumer extends LineConsumer {
+  constructor(bin: string, url: string, queue: string, concurrency: number, extra: string[] = []) {
+    super(
+      bin,
+      [
+        'consume',
+        '--url',
+        url,
+        '--queue',
+        queue,
+        '--concurrency',
+        String(concurrency),
+        '--beat-ms',
+        '200',
+        ...extra,
+      ],
+      GO_DIR,
+      GO_ENV,
+    );
   }
 }
 

@@ -5,33 +5,23 @@
 // TypeScript migrate steps a queue to protocol version 2 past an alive Go consumer (SPEC 22.4).
 // Without Go (Debian's golang-go and golang-github-gomodule-redigo-dev) the file skips, saying so.
 import { describe, expect } from 'vitest';
-import { UnrecoverableError } from '../../src/consumer/consumer.js';
-import type { EnqueueOptions, Job, JobContext, JobView, QueueEvent } from '../../src/core/types.js';
+import type { JobView, QueueEvent } from '../../src/core/types.js';
 import { eventsOf } from '../../src/events/reader.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
 import { poll, within } from '../support/wait.js';
 import { GoConsumer, type GoLine, goRun, haveGo, useGoBuild } from './go-runtime.js';
-
-/** What a job asks of either runtime's test handler (the same in both). */
-interface Work {
-  n: number;
-  fail?: number;
-  sleepMs?: number;
-  unrecoverable?: boolean;
-  progress?: boolean;
-}
+import {
+  endsDead,
+  enqueueSpecs,
+  expectedStatuses,
+  jobMix,
+  type Spec,
+  specsWire,
+  tsHandler,
+  type Work,
+} from './job-mix.js';
 
 const env = useRedisServer();
-
-/** The TypeScript side of the test handler: the same behaviour as emq-go's. */
-async function tsHandler(job: Job<Work>, ctx: JobContext): Promise<unknown> {
-  const data = job.data;
-  if (data.sleepMs) await new Promise((r) => setTimeout(r, data.sleepMs));
-  if (data.progress) await ctx.progress({ at: job.attempts, by: 'ts' });
-  if (data.unrecoverable) throw new UnrecoverableError('ts: unrecoverable');
-  if (job.attempts <= (data.fail ?? 0)) throw new Error(`ts: attempt ${job.attempts} fails on purpose`);
-  return { by: 'ts', attempt: job.attempts, data };
-}
 
 describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue', () => {
   const emqGo = useGoBuild();
@@ -50,7 +40,7 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
           return g;
         });
       } finally {
-        for (const g of started) g.kill();
+        for (const g of started) await g.kill();
       }
     },
   });
@@ -81,53 +71,17 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
     ts.on('failed', (job) => tsFailed.push(job.id));
     ts.on('lost', (job) => tsLost.push(job.id));
 
-    // The same mix from each producer: flat, grouped, delayed, failing (retried), exhausted, unrecoverable.
-    type Spec = { data: Work; opts: EnqueueOptions; delayMs?: number };
-    const mix = (offset: number): Spec[] => {
-      const specs: Spec[] = [];
-      for (let i = 0; i < 40; i++) {
-        const n = offset + i;
-        const data: Work = { n, sleepMs: 5 + (i % 4) * 5 };
-        const opts: EnqueueOptions = { name: 'cross', backoff: { kind: 'fixed', ms: 30 } };
-        if (i % 3 === 0) opts.group = `g${i % 4}`;
-        if (i % 4 === 1) data.fail = 1 + (i % 2); // retried once or twice, then completes
-        if (i % 5 === 2) data.progress = true;
-        if (i % 10 === 7) specs.push({ data, opts, delayMs: 300 + i * 10 });
-        else specs.push({ data, opts });
-      }
-      specs.push({
-        data: { n: offset + 40, fail: 9 },
-        opts: { name: 'cross', attempts: 2, backoff: { kind: 'fixed', ms: 30 } },
-      });
-      specs.push({ data: { n: offset + 41, unrecoverable: true }, opts: { name: 'cross', priority: 3 } });
-      return specs;
-    };
-    const tsSpecs = mix(0);
-    const goSpecs = mix(1000);
-    const tsIds: string[] = [];
-    for (const s of tsSpecs) {
-      const r =
-        s.delayMs === undefined
-          ? await q.enqueue(s.data, s.opts)
-          : await q.enqueueIn(s.data, s.delayMs, s.opts);
-      tsIds.push(r.id);
-    }
+    const tsSpecs = jobMix(0);
+    const goSpecs = jobMix(1000);
+    const tsIds = await enqueueSpecs(q, tsSpecs);
     const goReply = JSON.parse(
-      await goRunner(
-        ['produce', '--url', env.server.url, '--queue', name],
-        JSON.stringify(goSpecs.map((s) => ({ data: s.data, ...s.opts, delayMs: s.delayMs }))),
-      ),
+      await goRunner(['produce', '--url', env.server.url, '--queue', name], specsWire(goSpecs)),
     ) as { id: string; status: string }[];
-    expect(goReply.map((r) => r.status)).toEqual(
-      goSpecs.map((s) => (s.delayMs === undefined ? 'enqueued' : 'scheduled')),
-    );
+    expect(goReply.map((r) => r.status)).toEqual(expectedStatuses(goSpecs));
     const goIds = goReply.map((r) => r.id);
     const all = [...tsIds, ...goIds];
     const specOf = new Map<string, Spec>(all.map((id, i) => [id, [...tsSpecs, ...goSpecs][i]!]));
-    const expectDead = all.filter((id) => {
-      const d = specOf.get(id)!.data;
-      return d.unrecoverable || (d.fail ?? 0) >= 9;
-    });
+    const expectDead = all.filter((id) => endsDead(specOf.get(id)!));
 
     await poll(
       () => q.counts(),
