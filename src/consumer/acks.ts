@@ -17,8 +17,15 @@ import { retryDecision } from './retry-policy.js';
 import { type Running, UnrecoverableError } from './running.js';
 import type { Slots } from './slots.js';
 
-/** A handler that finished: the job, its encoded result, the result as returned. */
-type Ack<D> = [job: Running<D>, encoded: string, result: unknown];
+/**
+ * A handler that finished: the job, and its completion as complete sends it (id, token, the
+ * encoded result) with the result as returned. The entry itself goes to verbs.complete: no
+ * second object per job on the way to the wire.
+ */
+interface Ack<D> extends verbs.Ack {
+  job: Running<D>;
+  value: unknown;
+}
 
 export class Acks<D> {
   /** Handlers finished but not yet acknowledged. */
@@ -44,7 +51,7 @@ export class Acks<D> {
   }
 
   has(job: Running<D>): boolean {
-    return this.pending.some(([a]) => a === job);
+    return this.pending.some((a) => a.job === job);
   }
 
   /** Runs the handler and sends its outcome; an orphan's slot is freed when its handler returns. */
@@ -83,7 +90,7 @@ export class Acks<D> {
   /** Queues the job's completion for this tick's batch. */
   private complete(job: Running<D>, encoded: string, result: unknown): void {
     job.acking = true;
-    this.pending.push([job, encoded, result]);
+    this.pending.push({ id: job.id, token: job.token, result: encoded, job, value: result });
     if (!this.scheduled) {
       this.scheduled = true;
       process.nextTick(() => this.flush());
@@ -106,7 +113,7 @@ export class Acks<D> {
     // first also claims the slots that are free already. Computed before any call reserves.
     let spare = claiming ? Math.max(0, this.slots.free) : 0;
     for (let i = 0; i < acks.length; i += half) {
-      const part = acks.slice(i, i + half);
+      const part = acks.length <= half ? acks : acks.slice(i, i + half);
       this.send(part, claiming ? part.length + spare : 0).catch((err: unknown) =>
         this.events.emit('error', err),
       );
@@ -116,17 +123,16 @@ export class Acks<D> {
 
   private async send(acks: Ack<D>[], n: number): Promise<void> {
     this.leases.flushLogs(); // on the wire just before the acknowledgement
-    const sent = acks.map(([job, result]) => ({ id: job.id, token: job.token, result }));
     this.slots.reserve(n);
     let reply: Awaited<ReturnType<typeof verbs.complete>>;
     try {
       const { leaseMs, durability } = this.settings;
-      reply = await verbs.complete(this.queue, leaseMs, n, sent, durability, this.consumerId);
+      reply = await verbs.complete(this.queue, leaseMs, n, acks, durability, this.consumerId);
     } catch (err) {
       this.slots.reserve(-n);
       if (this.queue.connector.isClosed) {
         // Nothing can be sent any more: the leases run out and recovery returns the jobs.
-        for (const [job] of acks) this.leases.release(job);
+        for (const { job } of acks) this.leases.release(job);
         return;
       }
       // Not acknowledged: keep the jobs held (their leases keep being extended) and retry. One
@@ -144,9 +150,10 @@ export class Acks<D> {
     }
     this.slots.reserve(-n);
     const { statuses, claimed } = reply;
-    for (const [i, [job, , result]] of acks.entries()) {
+    for (let i = 0; i < acks.length; i++) {
+      const { job, value } = acks[i]!;
       this.leases.release(job);
-      if (statuses[i] === 'OK') this.events.emit('completed', job, result);
+      if (statuses[i] === 'OK') this.events.emit('completed', job, value);
       else this.leases.lose(job, false);
     }
     if (n > 0) this.slots.startClaimed(claimed);

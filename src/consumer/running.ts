@@ -151,11 +151,6 @@ export interface Claimed<D> {
   bad: UnrecoverableError | undefined;
 }
 
-/** The jobs a claim took (verbs.claim's), each ready to run or marked bad. */
-export function runningJobs<D>(control: JobControl<D>, jobs: readonly verbs.ClaimedJob[]): Claimed<D>[] {
-  return decodeClaims(jobs, (c, data: D, backoff) => new Running<D>(control, c, data, backoff));
-}
-
 /**
  * The claim's jobs decoded and made into `make`'s kind of job (no object in between); `bad`: the
  * error that dead-letters one that can never run as stored.
@@ -165,7 +160,7 @@ export function decodeClaims<D, J>(
   make: (c: verbs.ClaimedJob, data: D, backoff: BackoffPolicy | undefined) => J,
 ): { job: J; bad: UnrecoverableError | undefined }[] {
   return jobs.map((c) => {
-    const decoded = decodeClaimed(c.id, c.payload, c.backoff);
+    const decoded = new DecodedClaim(c);
     return { job: make(c, decoded.data as D, decoded.backoff), bad: decoded.bad };
   });
 }
@@ -173,24 +168,28 @@ export function decodeClaims<D, J>(
 /**
  * A claimed job's payload and backoff as the handler and the failure path use them (SPEC 5.1):
  * a payload that is not JSON, or a backoff that is not a policy, is bad data — `bad` is the
- * error that dead-letters the job (it can never run as stored).
+ * error that dead-letters the job (it can never run as stored). One class rather than object
+ * literals of three shapes: the consumer decodes one per job, and one shape keeps that cheap.
  */
-function decodeClaimed(
-  id: string,
-  payload: unknown,
-  backoff: unknown,
-): { data: unknown; backoff: BackoffPolicy | undefined; bad?: UnrecoverableError } {
-  let data: unknown;
-  try {
-    data = JSON.parse(String(payload));
-  } catch (err) {
-    return { data: undefined, backoff: undefined, bad: badData(id, 'payload', err) };
-  }
-  if (typeof backoff !== 'string' || backoff === '') return { data, backoff: undefined };
-  try {
-    return { data, backoff: Backoff.validate(JSON.parse(backoff)) };
-  } catch (err) {
-    return { data, backoff: undefined, bad: badData(id, 'backoff', err) };
+export class DecodedClaim {
+  data: unknown = undefined;
+  backoff: BackoffPolicy | undefined = undefined;
+  bad: UnrecoverableError | undefined = undefined;
+
+  constructor(c: verbs.ClaimedJob) {
+    try {
+      this.data = JSON.parse(String(c.payload));
+    } catch (err) {
+      this.bad = badData(c.id, 'payload', err);
+      return;
+    }
+    const backoff: unknown = c.backoff;
+    if (typeof backoff !== 'string' || backoff === '') return;
+    try {
+      this.backoff = Backoff.validate(JSON.parse(backoff));
+    } catch (err) {
+      this.bad = badData(c.id, 'backoff', err);
+    }
   }
 }
 

@@ -14,7 +14,7 @@ import type { Leases } from './leases.js';
 import type { Legs } from './legs.js';
 import type { ConsumeSettings } from './options.js';
 import type { Parking } from './park.js';
-import { type Running, runningJobs } from './running.js';
+import { DecodedClaim, Running } from './running.js';
 
 /** What the slots ask of the consumer that owns them. */
 export interface SlotOwner<D> {
@@ -148,16 +148,20 @@ export class Slots<D> {
     // A rate limit holds work back: park until its window reopens (a timer, not a poll).
     this.limitedUntil = waitMs >= 0 ? performance.now() + waitMs : Number.POSITIVE_INFINITY;
     this.learnHead(now, nextDue);
-    for (const [i, { job, bad }] of runningJobs(this.leases, jobs).entries()) {
+    // A plain loop, no array of pairs in between: this runs for every job the consumer takes.
+    for (let i = 0; i < jobs.length; i++) {
+      const c = jobs[i]!;
+      const decoded = new DecodedClaim(c);
+      const job = new Running<D>(this.leases, c, decoded.data as D, decoded.backoff);
       this.leases.hold(job);
-      const timeoutMs = jobs[i]!.timeoutMs ?? this.settings.timeoutMs; // its own (SPEC 19.5), else consume's
+      const timeoutMs = c.timeoutMs ?? this.settings.timeoutMs; // its own (SPEC 19.5), else consume's
       if (timeoutMs !== undefined) {
         job.timeoutMs = timeoutMs;
         this.deadlines.add(job, timeoutMs);
       }
       // Bad data never stops the consumer: that job fails (dead-lettered) without a handler
       // run, and the others of the claim start as usual (SPEC section 5.1).
-      const run = bad ? this.owner.fail(job, bad) : this.owner.run(job);
+      const run = decoded.bad ? this.owner.fail(job, decoded.bad) : this.owner.run(job);
       run.catch((err: unknown) => this.events.emit('error', err));
     }
     if (overtaken && this.free > 0) this.drain().catch((err: unknown) => this.events.emit('error', err));

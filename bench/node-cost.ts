@@ -1,0 +1,97 @@
+// Node's own cost per job of a consumer: a private redis-server, a backlog of N jobs, one
+// consumer at concurrency C with an empty handler; CPU µs per job (process.cpuUsage: shifts
+// with load) and, under callgrind, this process's instructions per job (holds on a loaded
+// machine). The first round warms the JIT up and is not reported.
+//   npx tsx bench/node-cost.ts [C=1] [N=5000] [rounds=3]
+//   VG=<dir> valgrind --tool=callgrind --callgrind-out-file=<dir>/cg.out --smc-check=all-non-file \
+//     node --import tsx bench/node-cost.ts 1 2000 1          (instructions of the last round)
+import { execFileSync, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { EchoMQ } from '../src/index.js';
+
+const C = Number(process.argv[2] ?? 1);
+const N = Number(process.argv[3] ?? 5000);
+const ROUNDS = Number(process.argv[4] ?? 3);
+const VG = process.env.VG;
+
+const freePort = () =>
+  new Promise<number>((res) => {
+    const s = createServer();
+    s.listen(0, () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
+
+/** callgrind_control on this very process: spawned, not run synchronously (valgrind must keep running us). */
+const control = (flag: string) =>
+  new Promise<void>((res, rej) => {
+    const p = spawn('callgrind_control', [flag, String(process.pid)], { stdio: 'ignore' });
+    p.on('exit', () => res());
+    p.on('error', rej);
+  });
+
+async function instructions(dir: string): Promise<number> {
+  await control('-d');
+  const seq = (f: string) => Number(f.split('.')[2]!.split('-')[0]);
+  const last = readdirSync(dir)
+    .filter((f) => /^cg\.out\.\d+/.test(f))
+    .sort((a, b) => seq(b) - seq(a))[0]!;
+  let sum = 0;
+  for (const m of readFileSync(`${dir}/${last}`, 'utf8').matchAll(/^(?:summary|totals): (\d+)/gm))
+    sum = Math.max(sum, Number(m[1]));
+  return sum;
+}
+
+async function main() {
+  const port = await freePort();
+  const server = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  for (let i = 0; ; i++) {
+    try {
+      execFileSync('redis-cli', ['-p', String(port), 'ping'], { stdio: 'pipe' });
+      break;
+    } catch {
+      if (i > 100) throw new Error('redis-server did not start');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  const mq = await EchoMQ.connect({ url: `redis://127.0.0.1:${port}` });
+  try {
+    for (let round = 0; round <= ROUNDS; round++) {
+      const q = mq.queue<{ i: number; s: string }, void>(`cost-${round}`);
+      const items = Array.from({ length: N }, (_, i) => ({ data: { i, s: 'x'.repeat(64) } }));
+      for (let i = 0; i < items.length; i += 1000) await q.enqueueMany(items.slice(i, i + 1000));
+      const measured = round === ROUNDS;
+      if (VG && measured) await control('-z');
+      let done = 0;
+      let resolve!: () => void;
+      const all = new Promise<void>((r) => (resolve = r));
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      const consumer = q.consume(async () => {}, { concurrency: C });
+      consumer.on('completed', () => {
+        if (++done === N) resolve();
+      });
+      await all;
+      const cpu = process.cpuUsage(cpu0);
+      const ms = performance.now() - t0;
+      const ir = VG && measured ? await instructions(VG) : undefined;
+      await consumer.close();
+      if (round === 0) continue; // the JIT's warm-up
+      const us = (cpu.user + cpu.system) / N;
+      const shown = ir === undefined ? '' : `, ${(ir / N / 1000).toFixed(1)}k instructions/job`;
+      console.log(`c${C}: ${us.toFixed(1)} µs CPU/job, ${((N / ms) * 1000).toFixed(0)} jobs/s${shown}`);
+    }
+  } finally {
+    await mq.close();
+    server.kill();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
