@@ -1,4 +1,5 @@
-// Redis Cluster figures (README "Scaling out"), on a local cluster this script starts and stops:
+// Redis Cluster figures (docs/guide/scaling-out.md), on a local cluster this script starts and
+// stops:
 //
 //   npx tsx bench/cluster.ts delay [--jobs 600] [--single]
 //     delayed jobs on queues spread over every shard of 3 primaries + 3 replicas: how late each

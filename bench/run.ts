@@ -199,8 +199,8 @@ async function leftoverClients(admin: Redis): Promise<number> {
 type Lib = 'echomq' | 'memory' | 'bullmq';
 
 /**
- * Workloads EchoMQ also runs on its in-process memory engine (memory://, README "Testing your
- * jobs"): a column of their own, to show what a test or a demo on it can expect.
+ * Workloads EchoMQ also runs on its in-process memory engine (memory://, docs/guide/testing.md):
+ * a column of their own, to show what a test or a demo on it can expect.
  */
 const ON_MEMORY = new Set(['add-serial', 'add-100-in-flight', 'bulk-add-1000', 'process-c10']);
 interface Sample {

@@ -211,7 +211,7 @@ export function registerWrites(program: Command): void {
   program
     .command('migrate')
     .description(
-      'step a queue up to the next protocol version once every live consumer speaks it (README "Upgrading")',
+      'step a queue up to the next protocol version once every live consumer speaks it (docs/reference/upgrading.md)',
     )
     .argument('<queue>')
     .option('--to <version>', 'the version to reach (default: the highest this release speaks)', wholeArg(1))

@@ -55,8 +55,8 @@ export class QueueUpkeep {
   }
 
   /**
-   * Steps the queue's protocol version up to `to` (default: the highest this runtime speaks),
-   * one version at a time, while its fleet runs (README "Upgrading"). Each step is taken only
+   * Steps the queue's protocol version up to `to` (default: the highest this runtime speaks), one
+   * version at a time, while its fleet runs (docs/reference/upgrading.md). Each step is taken only
    * when every consumer that beat within `windowMs` (default 60000) or three of its own beats
    * speaks the next version: else EMQFLEET names the first that does not, and nothing changes.
    * Resolves with the version before and after, and the alive consumers checked by the last step.

@@ -26,14 +26,14 @@ export interface ConnectOptions {
   /** Extra ioredis options for connections EchoMQ opens from `url`. */
   redisOptions?: RedisOptions | undefined;
   /**
-   * The native module (module/, README "The native module"): 'auto' (default) sends the sweeps
+   * The native module (module/, docs/reference/native-module.md): 'auto' (default) sends the sweeps
    * as its commands where the server offers them, 'off' always as scripts, 'require' refuses to
    * connect without it.
    */
   module?: ModuleMode | undefined;
   /**
-   * Replicated acknowledgement (README "Reliability"): enqueue and complete resolve only once
-   * WAIT says `replicas` replicas have the write (within `timeoutMs`, default 1000), else fail
+   * Replicated acknowledgement (docs/reference/reliability.md): enqueue and complete resolve only
+   * once WAIT says `replicas` replicas have the write (within `timeoutMs`, default 1000), else fail
    * with EMQDURABILITY. Off by default; per call too (enqueue options, consume options).
    */
   durability?: Durability | false | undefined;
@@ -43,8 +43,8 @@ export interface ConnectOptions {
    */
   connectTimeoutMs?: number | undefined;
   /**
-   * The protocol version a queue without one is stamped with when this connection first uses
-   * it (README "Upgrading"): 1 (default), which a fleet of the previous release also speaks,
+   * The protocol version a queue without one is stamped with when this connection first uses it
+   * (docs/reference/upgrading.md): 1 (default), which a fleet of the previous release also speaks,
    * or 2 (a job without `attempts` takes 3 stored as nothing: a smaller row). A queue already
    * stamped keeps its version until `q.migrate()` steps it up.
    */

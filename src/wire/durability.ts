@@ -1,7 +1,7 @@
-// Replicated acknowledgement (README "Reliability"): a write that resolves only once WAIT says
-// enough replicas have it. WAIT counts the replicas that acknowledged every write *of the
-// connection it is sent on*, and holds that connection until then, so the writes that ask for it
-// go over a connection of their own, pipelined with one WAIT behind each tick's batch: many
+// Replicated acknowledgement (docs/reference/reliability.md): a write that resolves only once WAIT
+// says enough replicas have it. WAIT counts the replicas that acknowledged every write *of the
+// connection it is sent on*, and holds that connection until then, so the writes that ask for it go
+// over a connection of their own, pipelined with one WAIT behind each tick's batch: many
 // acknowledgements cost one WAIT, and the connection every other call uses is never held.
 //
 // On a Redis Cluster the connection of their own is a duplicate Cluster, and a write's WAIT must

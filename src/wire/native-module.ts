@@ -43,7 +43,7 @@ export async function detectNativeCommands(
     throw new EchoMQError(
       'EMQNOMODULE',
       `module: 'require', but ${nodes.length > 1 ? 'not every node offers' : 'the server does not offer'} ${names.join(' and ')}; ` +
-        'load module/build/echomq.so (redis-server --loadmodule, see the README) or connect with module: "auto"',
+        'load module/build/echomq.so (redis-server --loadmodule, see docs/reference/native-module.md) or connect with module: "auto"',
     );
   }
   return found;

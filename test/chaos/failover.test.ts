@@ -1,10 +1,10 @@
-// A failover with replication lag, on real processes: a primary, a replica that replicates
-// through a TCP proxy (test/support/tcp-proxy.ts), and 3 Sentinels. The link is cut, writes go on
-// for a while on the primary alone, then the primary is killed and Sentinel promotes the replica.
-// Proven: EchoMQ follows the failover (ioredis Sentinel options through connect's redisOptions);
-// a job claimed on the old primary only and claimed again on the promoted replica gets a larger
-// token, so the superseded worker's result is refused; without durability acknowledged enqueues
-// are lost (the window README "Reliability" documents); with durability { replicas: 1 } none is.
+// A failover with replication lag, on real processes: a primary, a replica that replicates through
+// a TCP proxy (test/support/tcp-proxy.ts), and 3 Sentinels. The link is cut, writes go on for a
+// while on the primary alone, then the primary is killed and Sentinel promotes the replica. Proven:
+// EchoMQ follows the failover (ioredis Sentinel options through connect's redisOptions); a job
+// claimed on the old primary only and claimed again on the promoted replica gets a larger token, so
+// the superseded worker's result is refused; without durability acknowledged enqueues are lost (the
+// window docs/reference/reliability.md documents); with durability { replicas: 1 } none is.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EchoMQError } from '../../src/core/errors.js';
 import { EchoMQ } from '../../src/queue/echomq.js';

@@ -1,10 +1,12 @@
-// The examples of the README's "Flow control" section run: each examples/<feature>.ts is run as
-// its own process against a throw-away redis-server (REDIS_URL), exits 0 by itself and prints
-// what it promises; and the README shows each one character for character.
+// The examples the guide shows (docs/guide/: flow control, managing jobs, consumers, flows,
+// workers, recurring jobs) run: each examples/<feature>.ts is run as its own process against a
+// throw-away redis-server (REDIS_URL), exits 0 by itself and prints what it promises; and a page
+// of the guide shows each one character for character.
 // They import 'echomq', the built package: `npm test` builds it first (pretest).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { pagesShowing } from '../support/docs.js';
 import { useRedisServer } from '../support/harness.js';
 import { type Run, ROOT as root, runTs } from '../support/run-process.js';
 
@@ -76,7 +78,7 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
       'processed: charge card: done, send receipt: done',
     ],
   ],
-  // Shown in the README's "Workers" section, which follows "Flow control".
+  // Shown on docs/guide/workers.md.
   ['examples/sandbox.ts', ['checksum: 3b2d9ab4b38f', 'log: hashed 100000 times']],
   [
     'examples/timeouts.ts',
@@ -86,7 +88,7 @@ const EXAMPLES: [file: string, expected: (string | RegExp)[]][] = [
   ['examples/manual-claim.ts', ['claimed: a.csv, b.csv', 'b: retry', 'late fail: EMQLEASE']],
   ['examples/batches.ts', ['batch of 5', 'completed: 4, dead: 1']],
   ['examples/consumer-pause.ts', ['queue paused: false, pending: 1', 'sent: welcome']],
-  // Shown in the README's "Recurring jobs" section, which follows "Flow control".
+  // Shown on docs/guide/recurring.md.
   [
     'examples/recurring.ts',
     [
@@ -121,27 +123,21 @@ describe.concurrent('examples/<feature>.ts', () => {
   }
 });
 
-describe('README "Flow control"', () => {
-  it('shows every example file as it is', () => {
-    const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('\n## Flow control\n'));
-    expect(readme).toContain('\n## Flow control\n');
-    for (const [file] of EXAMPLES) {
-      const text = readFileSync(join(root, file), 'utf8');
-      expect(section, `${file} in the README`).toContain(`\`\`\`ts\n${text}\`\`\`\n`);
-    }
-  });
-});
+// Each example is shown on one page of the guide (docs/guide/, e.g. flow-control.md, workers.md,
+// recurring.md), as it is: a page that drifts from the file it shows fails here, naming both.
+describe('the guide shows the examples', () => {
+  for (const [file] of EXAMPLES) {
+    it(`${file} is shown, as it is, on one page of docs/guide/`, () => {
+      const pages = pagesShowing(`\`\`\`ts\n${readFileSync(join(root, file), 'utf8')}\`\`\`\n`);
+      expect(pages, `the pages that show ${file} as it is`).toHaveLength(1);
+      expect(pages[0], `${file} is shown on ${pages[0]}`).toMatch(/^docs\/guide\//);
+    });
+  }
 
-// examples/testing.test.ts is itself a test file the suite runs (vitest.config.ts includes
-// examples/**/*.test.ts); the README's "Testing your jobs" section shows it as it is.
-describe('README "Testing your jobs"', () => {
-  it('shows examples/testing.test.ts as it is', () => {
-    const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const at = readme.indexOf('\n## Testing your jobs\n');
-    expect(at).toBeGreaterThan(0);
-    const section = readme.slice(at, readme.indexOf('\n## ', at + 1));
+  // examples/testing.test.ts is itself a test file the suite runs (vitest.config.ts includes
+  // examples/**/*.test.ts); the guide's "Testing your jobs" page shows it as it is.
+  it('examples/testing.test.ts is shown, as it is, on docs/guide/testing.md', () => {
     const text = readFileSync(join(root, 'examples/testing.test.ts'), 'utf8');
-    expect(section).toContain(`\`\`\`ts\n${text}\`\`\`\n`);
+    expect(pagesShowing(`\`\`\`ts\n${text}\`\`\`\n`)).toEqual(['docs/guide/testing.md']);
   });
 });

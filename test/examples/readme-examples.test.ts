@@ -1,9 +1,10 @@
-// Every example of README.md, as a new user copies it. The repository is packed (`npm pack`, of
+// Every example of the documentation (README.md and every page of docs/, the guide and the
+// reference), as a new user copies it. The repository is packed (`npm pack`, of
 // the build `npm test` makes first) and the tarball unpacked into a fresh project of its own, with
-// the package's dependencies and the tools the README tells a user to install (tsx, typescript,
+// the package's dependencies and the tools the pages tell a user to install (tsx, typescript,
 // @types/node, vitest) linked from this repository's node_modules: `npm install <tgz>` would
-// fetch them from the registry, which a test must not need. Each fenced ts/js/sh block of the
-// README becomes a file of that project; every ts/js one that is not a fragment is type-checked
+// fetch them from the registry, which a test must not need. Each fenced ts/js/sh block of a
+// page becomes a file of that project (named for its page and line, the name failures give); every ts/js one that is not a fragment is type-checked
 // (one tsc run over them all) under `tsc --init`'s settings (strict, exactOptionalPropertyTypes,
 // module nodenext), and every block without a marker is run (tsx, node or bash) against a
 // throw-away redis-server, each in a database of its own (REDIS_URL), and must exit 0 by itself
@@ -16,7 +17,8 @@
 //                                  test/examples/readme.test.ts (or vitest, for examples/*.test.ts): type-checked
 //   <!-- file: path -->            a file other blocks use, written at that path: type-checked
 //   <!-- needs: path -->           run, with the `file:` block of that path in place
-// So a new block without a marker must run, and one that stops running fails here.
+// So a new block without a marker must run, and one that stops running fails here. A `file:`
+// block is one file of the one project, so a `needs:` block may use one shown on another page.
 import {
   chmodSync,
   mkdirSync,
@@ -30,22 +32,25 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DOC_PAGES, readPage } from '../support/docs.js';
 import { useRedisServer } from '../support/harness.js';
 import { ROOT, type Run, runProcess } from '../support/run-process.js';
 
-// ── the README's blocks ─────────────────────────────────────────────────────────
+// ── the pages' blocks ───────────────────────────────────────────────────────────
 
 type Kind = 'run' | 'needs' | 'fragment' | 'typecheck-only' | 'copy' | 'file';
 
 interface Block {
-  /** The line of the opening fence (1-based), how the tests name the block. */
+  /** The page it is on, repository-relative (README.md, docs/guide/jobs.md, …). */
+  page: string;
+  /** The line of the opening fence (1-based): with the page, how the tests name the block. */
   line: number;
   lang: string;
   body: string;
   kind: Kind;
   /** The marker's text: a reason, or a path (copy, file, needs). */
   note: string;
-  /** The file it becomes in the project: the `file:` path, else block-<line>.<ext>. */
+  /** The file it becomes in the project: the `file:` path, else block-<page>-<line>.<ext>. */
   file: string;
 }
 
@@ -62,20 +67,23 @@ const EXTENSIONS: Record<string, 'ts' | 'mjs' | 'sh'> = {
 /** Blocks that show output or text, never code to run. */
 const OUTPUT = new Set(['', 'text']);
 
-const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-/** Whatever is wrong with the README's fences and markers, found while reading them. */
+/** Whatever is wrong with the pages' fences and markers, found while reading them. */
 const problems: string[] = [];
 
-function readBlocks(): Block[] {
-  const lines = readme.split('\n');
+/** A page as a file name: docs/guide/jobs.md is docs-guide-jobs. */
+const pageStem = (page: string) => page.replace(/\.md$/, '').replaceAll('/', '-');
+
+function readBlocks(page: string): Block[] {
+  const lines = readPage(page).split('\n');
   const blocks: Block[] = [];
+  const problem = (line: number, what: string) => problems.push(`${page} line ${line}: ${what}`);
   for (let i = 0; i < lines.length; i++) {
     const open = /^```(\S*)\s*$/.exec(lines[i]!);
     if (!open) continue;
     const lang = open[1]!;
     const end = lines.findIndex((l, j) => j > i && /^```\s*$/.test(l));
     if (end < 0) {
-      problems.push(`line ${i + 1}: a fence that is never closed`);
+      problem(i + 1, 'a fence that is never closed');
       break;
     }
     const line = i + 1;
@@ -83,38 +91,42 @@ function readBlocks(): Block[] {
     const marker = /^<!-- ([a-z-]+): (.+?) -->$/.exec(lines[i - 1] ?? '');
     i = end;
     if (OUTPUT.has(lang)) {
-      if (marker) problems.push(`line ${line}: a ${lang || 'plain'} block is output, it takes no marker`);
+      if (marker) problem(line, `a ${lang || 'plain'} block is output, it takes no marker`);
       continue;
     }
     const ext = EXTENSIONS[lang];
     if (!ext) {
-      problems.push(`line ${line}: \`\`\`${lang} is neither code this test knows (ts, js, sh) nor text`);
+      problem(line, `\`\`\`${lang} is neither code this test knows (ts, js, sh) nor text`);
       continue;
     }
     let kind: Kind = 'run';
     let note = '';
     if (marker) {
       if (!MARKERS.has(marker[1] as Kind)) {
-        problems.push(`line ${line}: unknown marker "${marker[1]}" (known: ${[...MARKERS].join(', ')})`);
+        problem(line, `unknown marker "${marker[1]}" (known: ${[...MARKERS].join(', ')})`);
         continue;
       }
       kind = marker[1] as Kind;
       note = marker[2]!.trim();
     }
     if (ext === 'sh' && kind !== 'run' && kind !== 'fragment') {
-      problems.push(`line ${line}: a shell block runs or is a fragment, it cannot be "${kind}"`);
+      problem(line, `a shell block runs or is a fragment, it cannot be "${kind}"`);
       continue;
     }
     // A JavaScript block whose first line names a .cjs file (`// main.cjs: …`) is CommonJS.
     const named = /^\/\/ [\w.-]+\.(cjs|mjs)\b/.exec(body);
     const file =
-      kind === 'file' ? normalize(note) : `block-${line}.${ext === 'mjs' && named ? named[1] : ext}`;
-    blocks.push({ line, lang, body, kind, note, file });
+      kind === 'file'
+        ? normalize(note)
+        : `block-${pageStem(page)}-${line}.${ext === 'mjs' && named ? named[1] : ext}`;
+    blocks.push({ page, line, lang, body, kind, note, file });
   }
   return blocks;
 }
 
-const blocks = readBlocks();
+const blocks = DOC_PAGES.flatMap(readBlocks);
+/** How a test names a block: its page and line. */
+const at = (b: Block) => `${b.page} line ${b.line}`;
 const typeChecked = blocks.filter((b) => b.kind !== 'fragment' && !b.file.endsWith('.sh'));
 const runnable = blocks.filter((b) => b.kind === 'run' || b.kind === 'needs');
 
@@ -126,7 +138,7 @@ const env = useRedisServer({ args: ['--databases', String(Math.max(16, runnable.
 const HANG_GUARD_MS = 120_000;
 /** Blocks run at once: each is a node (and tsx) process, on a machine that may have 2 cores. */
 const PARALLEL = 2;
-/** What the README tells a user to install besides echomq (ioredis, prom-client are its own dependencies). */
+/** What the pages tell a user to install besides echomq (ioredis, prom-client are its own dependencies). */
 const USER_TOOLS = ['tsx', 'typescript', '@types/node', 'vitest'];
 /** A token the dashboard accepts (16+ characters), for blocks that start one. */
 const DASHBOARD_TOKEN = 'readme-examples-token-0123456789';
@@ -276,14 +288,17 @@ function runBlock(b: Block, db: number): Promise<Run> {
 
 const text = (file: string) => readFileSync(join(ROOT, file), 'utf8');
 
-describe('README.md fenced blocks', () => {
+describe('the fenced blocks of README.md and docs/', () => {
   it('are each code that runs, or marked as what else they are', () => {
     expect(problems).toEqual([]);
     expect(runnable.length).toBeGreaterThan(0);
+    expect(new Set(blocks.map((b) => b.page)), 'pages with blocks').toContain('README.md');
     const files = new Set(blocks.filter((b) => b.kind === 'file').map((b) => b.file));
+    const shown = blocks.filter((b) => b.kind === 'file').map((b) => b.file);
+    expect(shown.length, `a \`file:\` path is shown once: ${shown.join(', ')}`).toBe(files.size);
     const runners = ['test/examples/examples.test.ts', 'test/examples/readme.test.ts'].map(text).join('\n');
     for (const b of blocks) {
-      const where = `README line ${b.line} (${b.kind}: ${b.note})`;
+      const where = `${at(b)} (${b.kind}: ${b.note})`;
       if (b.kind !== 'run') expect(b.note, `${where} says why or which file`).not.toBe('');
       if (b.kind === 'copy') {
         expect(b.body, `${where} is ${b.note} as it is`).toBe(text(b.note));
@@ -307,23 +322,23 @@ describe('README.md fenced blocks', () => {
   });
 });
 
-describe('README.md examples type-check from the packed package', () => {
+describe('the examples of README.md and docs/ type-check from the packed package', () => {
   for (const b of typeChecked) {
-    it(`line ${b.line} (${b.kind}${b.note ? `: ${b.note}` : ''})`, async () => {
+    it(`${at(b)} (${b.kind}${b.note ? `: ${b.note}` : ''})`, async () => {
       const run = await typecheck!;
       expect(run.signal, 'tsc was killed by its hang guard').toBeNull();
       const found = diagnostics(run.stdout);
       expect(found.get(''), 'tsc output that names no file').toBeUndefined();
-      expect(found.get(b.file) ?? [], `tsc on README line ${b.line}, as ${b.file}`).toEqual([]);
+      expect(found.get(b.file) ?? [], `tsc on ${at(b)}, as ${b.file}`).toEqual([]);
     }, 300_000);
   }
 });
 
-describe.concurrent('README.md examples run from the packed package', () => {
+describe.concurrent('the examples of README.md and docs/ run from the packed package', () => {
   runnable.forEach((b, i) => {
-    it(`line ${b.line} (${b.lang}) exits 0 by itself against REDIS_URL`, async () => {
+    it(`${at(b)} (${b.lang}) exits 0 by itself against REDIS_URL`, async () => {
       const run = await limited(() => runBlock(b, i + 1));
-      const said = `README line ${b.line}\n--- stdout\n${run.stdout}--- stderr\n${run.stderr}`;
+      const said = `${at(b)}\n--- stdout\n${run.stdout}--- stderr\n${run.stderr}`;
       expect(run.signal, `killed after ${HANG_GUARD_MS} ms: ${said}`).toBeNull();
       expect(run.stderr, said).toBe('');
       expect(run.code, said).toBe(0);

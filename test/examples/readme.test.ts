@@ -1,11 +1,14 @@
-// The README's promises, checked: its quick start is examples/quickstart.ts and prints what the
-// README says; the `npm start` demo runs its jobs to completion and exits by itself; and
-// findRedis finds a Redis or falls back to the memory engine, and a dead REDIS_URL is an error.
-import { accessSync, constants, readFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+// The README's promises, checked: it is a front door (at most 300 lines) whose links, and those
+// of every page of docs/, reach a file and a heading that exist; its quick start is
+// examples/quickstart.ts and prints what the README says; the `npm start` demo runs its jobs to
+// completion and exits by itself; and findRedis finds a Redis or falls back to the memory
+// engine, and a dead REDIS_URL is an error.
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { delimiter, dirname, join, normalize } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EchoMQError } from '../../src/core/errors.js';
 import { findRedis } from '../../tools/dev-redis.js';
+import { DOC_PAGES, readPage } from '../support/docs.js';
 import { useRedisServer } from '../support/harness.js';
 import { freePort } from '../support/redis-server.js';
 import { ROOT as root, runTs } from '../support/run-process.js';
@@ -55,6 +58,86 @@ function pathWithoutRedis(): string {
 async function closedUrl(): Promise<string> {
   return `redis://127.0.0.1:${await freePort()}`;
 }
+
+// ── the front door and the links ────────────────────────────────────────────────
+
+/** The page's text with its fenced blocks blanked (a `#` line there is code, not a heading), lines kept. */
+function unfenced(text: string): string {
+  return text.replace(/^```[^\n]*\n[\s\S]*?^```$/gm, (block) => block.replace(/[^\n]/g, ''));
+}
+
+/** The page's text without its fenced blocks and inline code, where `](` is code, not a link. */
+function prose(text: string): string {
+  return unfenced(text).replace(/`[^`\n]*`/g, '');
+}
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
+function slug(heading: string): string {
+  return heading
+    .replace(/`/g, '')
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-');
+}
+
+/** The anchors a page's headings make (a repeated heading gets -1, -2, … as on GitHub). */
+function anchors(text: string): Set<string> {
+  const seen = new Map<string, number>();
+  const out = new Set<string>();
+  for (const [, heading] of unfenced(text).matchAll(/^#{1,6} (.+)$/gm)) {
+    const base = slug(heading!.trim());
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    out.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return out;
+}
+
+/** The relative links of a page (`[text](target)`), with the line each is on. */
+function links(text: string): { line: number; target: string }[] {
+  const out: { line: number; target: string }[] = [];
+  prose(text)
+    .split('\n')
+    .forEach((l, i) => {
+      for (const [, target] of l.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (!/^[a-z]+:/.test(target!)) out.push({ line: i + 1, target: target! });
+      }
+    });
+  return out;
+}
+
+describe('the documentation', () => {
+  it('has a README that is a front door: at most 300 lines', () => {
+    expect(readme.split('\n').length).toBeLessThanOrEqual(300);
+  });
+
+  it('indexes every page of docs/ in docs/README.md, and the README links the index', () => {
+    const index = readPage('docs/README.md');
+    const linked = new Set(links(index).map((l) => normalize(join('docs', l.target.split('#')[0]!))));
+    const pages = DOC_PAGES.filter((p) => p.startsWith('docs/') && p !== 'docs/README.md');
+    expect(pages.length).toBeGreaterThan(10);
+    for (const page of pages) expect(linked, `docs/README.md links ${page}`).toContain(page);
+    expect(links(readme).map((l) => l.target)).toContain('docs/README.md');
+  });
+
+  it('links only to files and headings that exist (README.md and every page of docs/)', () => {
+    const broken: string[] = [];
+    for (const page of DOC_PAGES) {
+      for (const { line, target } of links(readPage(page))) {
+        const [path, anchor] = target.split('#') as [string, string | undefined];
+        const file = path === '' ? page : normalize(join(dirname(page), path));
+        const where = `${page} line ${line}: ${target}`;
+        if (file.startsWith('..') || !existsSync(join(root, file))) {
+          broken.push(`${where}: no file ${file}`);
+          continue;
+        }
+        if (anchor !== undefined && !anchors(readFileSync(join(root, file), 'utf8')).has(anchor))
+          broken.push(`${where}: ${file} has no heading whose anchor is #${anchor}`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+});
 
 // ── the quick start ─────────────────────────────────────────────────────────────
 

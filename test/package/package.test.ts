@@ -1,6 +1,6 @@
-// The package as an installer sees it: the `echomq` bin and every subpath of package.json's
-// exports point at files of the build (npm run build), and each subpath exports what the
-// README shows it exporting. Moving a source file must not move an entry point.
+// The package as an installer sees it: the `echomq` bin and every subpath of package.json's exports
+// point at files of the build (npm run build), and each subpath exports what the documentation
+// shows it exporting (docs/reference/api.md). Moving a source file must not move an entry point.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';

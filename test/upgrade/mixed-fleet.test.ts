@@ -1,11 +1,11 @@
-// Rolling upgrades and downgrades (SPEC 22, README "Upgrading"): a fleet of an earlier release of
-// this repository (checked out of git and built at test time) and today's fleet share one queue
-// on one real redis-server. Producers and consumers of both sides, delayed jobs, retries, a lane
-// of concurrency 1 and a scheduler; one consumer of the side that leaves is SIGKILLed holding
-// jobs and another is frozen (SIGSTOP) until its jobs were recovered and completed elsewhere.
-// Every job reaches one end state once, none starts before it is due, no superseded result is
-// accepted, and each side reads the other's rows. After an upgrade the queue steps to version 2
-// once the old fleet is gone, and the old release is refused from then on.
+// Rolling upgrades and downgrades (SPEC 22, docs/reference/upgrading.md): a fleet of an earlier
+// release of this repository (checked out of git and built at test time) and today's fleet share
+// one queue on one real redis-server. Producers and consumers of both sides, delayed jobs, retries,
+// a lane of concurrency 1 and a scheduler; one consumer of the side that leaves is SIGKILLed
+// holding jobs and another is frozen (SIGSTOP) until its jobs were recovered and completed
+// elsewhere. Every job reaches one end state once, none starts before it is due, no superseded
+// result is accepted, and each side reads the other's rows. After an upgrade the queue steps to
+// version 2 once the old fleet is gone, and the old release is refused from then on.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

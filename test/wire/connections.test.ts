@@ -14,7 +14,7 @@ import { freePort, RedisServer } from '../support/redis-server.js';
 /**
  * The commands EchoMQ's runtime needs (queues, consumers, events, recurrence, flows), those run
  * inside its scripts included: Redis checks ACLs for script calls too. Kept in step with the
- * README's "Running with least privilege" and protocol/SPEC.md (section 18).
+ * guide's "Running with least privilege" (docs/guide/scaling-out.md) and protocol/SPEC.md (section 18).
  */
 const LEAST_PRIVILEGE_COMMANDS = [
   // the connection: ioredis's ready check (INFO), SELECT for /<db> URLs
@@ -96,8 +96,8 @@ afterEach(() => {
 });
 
 describe('a least-privilege ACL user', () => {
-  it('is documented with the same command list in the README and protocol/SPEC.md', () => {
-    for (const doc of ['README.md', 'protocol/SPEC.md']) {
+  it('is documented with the same command list in the guide (docs/guide/scaling-out.md) and protocol/SPEC.md', () => {
+    for (const doc of ['docs/guide/scaling-out.md', 'protocol/SPEC.md']) {
       const text = readFileSync(new URL(`../../${doc}`, import.meta.url), 'utf8');
       const acl = /ACL SETUSER echomq ([^`]*?)\n```/.exec(text)?.[1];
       expect(acl, `${doc} has no ACL SETUSER echomq block`).toBeDefined();

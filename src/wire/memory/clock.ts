@@ -6,7 +6,7 @@
 import { parseDuration } from '../../core/duration.js';
 import { EchoMQError } from '../../core/errors.js';
 
-/** A server clock a test can move: `mq.clock` (README "Testing your jobs"). */
+/** A server clock a test can move: `mq.clock` (docs/guide/testing.md). */
 export interface EngineClock {
   /** The server's now, epoch ms. */
   now(): number;
