@@ -1,6 +1,6 @@
 /* The EchoMQ module: the protocol's two sweeps as server commands, EMQ.PROMOTE and
  * EMQ.STALLED.CHECK, replying exactly as promote.lua and sweep_stalled.lua do, and timers that
- * release each queue's due jobs at their instant (timers.c, EMQ.TIMERS). Load it with
+ * release each queue's due jobs and recover its expired leases (timers.c, EMQ.TIMERS). Load it with
  * `redis-server --loadmodule module/build/echomq.so [timers off]` (or MODULE LOAD). */
 #include "promote.h"
 #include "redis_api.h"

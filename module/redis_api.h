@@ -106,6 +106,9 @@ typedef int (*RedisModuleNotificationFunc)(RedisModuleCtx *ctx, int type, const 
   X(void *, DictGetC, (RedisModuleDict * d, void *key, size_t keylen, int *nokey), 1)           \
   X(int, DictSetC, (RedisModuleDict * d, void *key, size_t keylen, void *ptr), 1)              \
   X(int, StringToLongLong, (const RedisModuleString *str, long long *ll), 1)                   \
+  X(int, ZsetFirstInScoreRange, (RedisModuleKey * key, double min, double max, int minex, int maxex), 1) \
+  X(RedisModuleString *, ZsetRangeCurrentElement, (RedisModuleKey * key, double *score), 1)    \
+  X(void, ZsetRangeStop, (RedisModuleKey * key), 1)                                             \
   X(long long, CachedMicroseconds, (void), 0)
 
 #define EMQ_DECLARE(ret, name, params, required) extern ret(*RedisModule_##name) params;

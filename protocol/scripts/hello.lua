@@ -9,7 +9,8 @@
 --   them: {version, level, features}: version the one now stored (an integer in [lowest,
 --   highest]: the version to speak on this queue), level the feature level of these scripts
 --   (an integer, SPEC 22.2), features a flat list of the server's optional commands found
---   (strings: 'emq.promote', 'emq.stalled.check' when the native module is loaded). Later
+--   (strings: 'emq.promote', 'emq.stalled.check' when the native module is loaded, and
+--   'emq.timers' when its timers run on this primary, EMQ.TIMERS.RUNNING). Later
 --   levels may add entries after these: readers ignore what they do not know (SPEC 22.1).
 -- ERRORS: EMQPROTOCOL when the stored version is not one the runtime speaks (nothing written)
 -- EVENTS: none
@@ -62,5 +63,13 @@ if ok and type(info) == 'table' then
   for i, name in ipairs(MODULE_COMMANDS) do
     if type(info[i]) == 'table' then features[#features + 1] = name end
   end
+end
+-- The module's timers move time on this primary (SPEC 26.1): a runtime that sees 'emq.timers'
+-- may drop its promote and recovery legs to a backstop. Asked only where the module's commands
+-- are, and under pcall: a server without the command, or a user whose ACL does not allow it,
+-- gets the reply it got before.
+if #features > 0 then
+  local on, running = pcall(redis.call, 'EMQ.TIMERS.RUNNING')
+  if on and running == 1 then features[#features + 1] = 'emq.timers' end
 end
 return { n, LEVEL, features }

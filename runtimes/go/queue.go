@@ -135,7 +135,7 @@ func speaks(version int) bool {
 type Greeting struct {
 	Version  int      // the queue's protocol version: the one this runtime speaks on it
 	Level    int      // the feature level of the scripts that answered (SPEC 22.2)
-	Features []string // the server's optional commands found ("emq.promote", "emq.stalled.check")
+	Features []string // the server's optional commands found ("emq.promote", "emq.stalled.check"), and "emq.timers" when the module's timers run: read by name
 }
 
 // GreetingOf reads hello's reply by the evolution rule (SPEC 22.1): the three entries this

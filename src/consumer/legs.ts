@@ -4,6 +4,11 @@
 // schedule's earliest run-at; the recurrence leg runs the Repeat pump and this runtime's share of
 // the schedulers' hand-off. Each leg runs once a beat, at an instant a reply reported, or at once
 // when a wake (or recheck) said its input changed; dueAt is the earliest of those instants.
+// Where the native module's timers move time (hello's 'emq.timers', SPEC 26.1), the server
+// releases due jobs and recovers expired leases itself, and its releases wake parked consumers
+// through the wake stream: the promote and recovery legs then run every BACKSTOP_BEATS beats
+// only (a backstop, and the moment hello is asked again, so a failover to a server without the
+// timers is seen within one), and the heartbeat keeps its beat.
 
 import { hostname } from 'node:os';
 import { deliverNotices } from '../flows/handoff.js';
@@ -14,13 +19,20 @@ import * as verbs from '../wire/verbs/index.js';
 import type { ConsumeSettings } from './options.js';
 import type { Wake } from './park.js';
 
+/** With the server's timers: the beats between two of this consumer's promote or recovery passes. */
+export const BACKSTOP_BEATS = 10;
+
 export class Legs {
   private lastRecoverAt = Number.NEGATIVE_INFINITY;
+  /** The last recovery pass (reap or sweep) this consumer sent, local performance.now(). */
+  private lastRecoveryPassAt = Number.NEGATIVE_INFINITY;
   /** Local performance.now() of the schedule's earliest run-at, from promote's or a claim's reply. */
   private headAt = Number.POSITIVE_INFINITY;
   private lastPromoteAt = Number.NEGATIVE_INFINITY;
   /** This beat's promote call is on the wire (a claim may follow it in the same round trip). */
   promoting = false;
+  /** recheck() asked for a promote (with the server's timers, where wakes do not). */
+  private forced = true;
   /** A wake said the schedule's earliest run-at changed: promote to learn the new one. */
   private moved = true;
   /** A wake said a recurring definition changed ('w r'): run the recurrence leg now. */
@@ -51,9 +63,14 @@ export class Legs {
     return this.queue.connector.memory !== undefined;
   }
 
-  /** The earliest local instant a timed leg is due at. */
+  /** The server's timers release due jobs and recover leases (hello listed 'emq.timers'). */
+  get serverMovesTime(): boolean {
+    return this.queue.greeting?.features.includes('emq.timers') ?? false;
+  }
+
+  /** The earliest local instant a timed leg is due at (the schedule's head: the server's, with its timers). */
   get dueAt(): number {
-    return Math.min(this.headAt, this.recurringDueAt);
+    return this.serverMovesTime ? this.recurringDueAt : Math.min(this.headAt, this.recurringDueAt);
   }
 
   /** What the wake stream said while the beat waited. */
@@ -70,6 +87,8 @@ export class Legs {
   /** recheck(): every leg runs on the next beat. */
   recheck(): void {
     this.lastRecoverAt = Number.NEGATIVE_INFINITY;
+    this.lastRecoveryPassAt = Number.NEGATIVE_INFINITY;
+    this.forced = true;
     this.moved = true;
     this.recurrenceMoved = true;
   }
@@ -79,11 +98,19 @@ export class Legs {
     const now = performance.now();
     const { beatMs, recovery, promoteBatch } = this.settings;
     if (now - this.lastRecoverAt < beatMs) return;
-    // The beat is the gap this consumer leaves between passes: a longer one is a jump (SPEC 2.1).
-    const expectedMs = this.movedOnPurpose ? Number.MAX_SAFE_INTEGER : beatMs;
-    if (recovery === 'reap') await verbs.reap(this.queue, promoteBatch, expectedMs);
-    else if (recovery === 'stalled') {
-      await verbs.sweepStalled(this.queue, this.settings.maxStalled, promoteBatch, expectedMs);
+    // With the server's timers the pass is a backstop: once in BACKSTOP_BEATS beats, when hello
+    // is also asked again (the timers may have stopped, or a failover found a server without).
+    const backstop = this.serverMovesTime;
+    const gapMs = backstop ? beatMs * BACKSTOP_BEATS : beatMs;
+    if (!backstop || now - this.lastRecoveryPassAt >= gapMs - beatMs / 2) {
+      if (backstop) await this.queue.greetAgain();
+      // The gap this consumer leaves between passes: a longer one is a jump (SPEC 2.1).
+      const expectedMs = this.movedOnPurpose ? Number.MAX_SAFE_INTEGER : gapMs;
+      if (recovery === 'reap') await verbs.reap(this.queue, promoteBatch, expectedMs);
+      else if (recovery === 'stalled') {
+        await verbs.sweepStalled(this.queue, this.settings.maxStalled, promoteBatch, expectedMs);
+      }
+      this.lastRecoveryPassAt = now;
     }
     const { notices } = await verbs.heartbeat(
       this.queue,
@@ -125,8 +152,12 @@ export class Legs {
     const at = performance.now();
     const { beatMs, promoteBatch } = this.settings;
     this.promoting = false;
-    if (!this.moved && at < this.headAt && at - this.lastPromoteAt < beatMs) return;
+    if (this.serverMovesTime) {
+      // The server releases due jobs at their instant and wakes this consumer: a backstop only.
+      if (!this.forced && at - this.lastPromoteAt < beatMs * BACKSTOP_BEATS) return;
+    } else if (!this.moved && at < this.headAt && at - this.lastPromoteAt < beatMs) return;
     this.moved = false;
+    this.forced = false;
     // How long this consumer lived since its previous promote: the server clock running
     // further ahead than that was stepped, and the schedule moves by the step (SPEC 2.1).
     const elapsed =

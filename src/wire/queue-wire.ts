@@ -34,7 +34,7 @@ export interface Greeting {
   readonly version: number;
   /** The feature level of the scripts that answered (SPEC 22.2). */
   readonly level: number;
-  /** The server's optional commands found ('emq.promote', 'emq.stalled.check'). */
+  /** The server's optional commands found ('emq.promote', 'emq.stalled.check'), and 'emq.timers'. */
   readonly features: readonly string[];
 }
 
@@ -89,6 +89,17 @@ export class QueueWire {
     }
     this.greeting = await this.hello;
     this.helloDone = true;
+  }
+
+  /**
+   * Asks hello again (a consumer's backstop beat): what the server offers may have changed
+   * (the module's timers stopped, a failover to a server without the module). A failed call
+   * throws, as the beat's other calls do, and keeps the greeting it had.
+   */
+  async greetAgain(): Promise<void> {
+    const argv = [this.connector.newQueueVersion, PROTOCOL_VERSIONS[0]!, PROTOCOL_VERSIONS.at(-1)!];
+    const reply = await this.connector.run(script('hello'), [this.keys.key('meta')], argv);
+    this.greeting = greetingOf(reply);
   }
 
   /** The queue's protocol version as hello (or a later migrate) found it. */

@@ -148,7 +148,7 @@ describe.skipIf(!nativeModule.path)(
     });
 
     it('refuse a load argument they do not know, and a bad EMQ.TIMERS argument', async () => {
-      await expect(raw.call('EMQ.TIMERS', 'SOON')).rejects.toThrow(/EMQ.TIMERS takes \[ON\|OFF\]/);
+      await expect(raw.call('EMQ.TIMERS', 'SOON')).rejects.toThrow(/EMQ.TIMERS takes \[ON\|OFF\|LIST\]/);
       const other = await RedisServer.start({
         args: ['--loadmodule', nativeModule.path!, 'timers', 'maybe'],
       }).catch((err: Error) => err);
