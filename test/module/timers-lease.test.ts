@@ -3,17 +3,16 @@
 // a recovery leg; never before the deadline, each once, by the queue's recovery mode; only on a
 // primary; nothing lost across an unload and a load; and a step of the wall clock recovers
 // nothing early.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EchoMQ } from '../../src/queue/echomq.js';
 import { clockShim, ServerClock } from '../support/clock-shim.js';
 import { uniqueQueue } from '../support/harness.js';
+import { holdJobs, killHolder } from '../support/held-consumer.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
 import { RedisServer } from '../support/redis-server.js';
-import { ROOT } from '../support/run-process.js';
-import { pause, poll, within } from '../support/wait.js';
+import { pause, poll } from '../support/wait.js';
 
 const TIMERS = loadModuleArgs({ timers: 'on' });
 
@@ -102,33 +101,9 @@ describe.skipIf(!nativeModule.path)(
       try {
         const q = mq.queue(queue);
         await Promise.all(Array.from({ length: n }, (_, i) => q.enqueue({ i })));
-        const child = spawn(
-          process.execPath,
-          [
-            '--import',
-            'tsx',
-            join(ROOT, 'test/support/consumer-process.ts'),
-            server.url,
-            queue,
-            '1000',
-            String(n),
-          ],
-          { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-        );
+        const child = await holdJobs(server.url, queue, 1000, n);
         children.push(child);
-        let out = '';
-        const started = new Promise<void>((resolve, reject) => {
-          child.stdout?.on('data', (d) => {
-            out += d;
-            if ((out.match(/started /g) ?? []).length >= n) resolve();
-          });
-          child.once('exit', (code) => reject(new Error(`consumer process exited (${code})`)));
-        });
-        await within(started, 20_000, `the child consumer to start ${n} jobs`);
-        await new Promise<void>((resolve) => {
-          child.once('exit', () => resolve());
-          child.kill('SIGKILL');
-        });
+        await killHolder(child);
         // The holder is dead: these deadlines are final.
         const due = await deadlines(raw, queue);
         expect(due.size).toBe(n);

@@ -2,7 +2,7 @@
 // run (never erring where they cannot be asked), and a consumer that sees it promotes and
 // recovers only as a backstop while the server releases its delayed jobs at their instant and
 // recovers a SIGKILLed consumer's jobs.
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
@@ -10,10 +10,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BACKSTOP_BEATS } from '../../src/consumer/legs.js';
 import { EchoMQ } from '../../src/queue/echomq.js';
 import { uniqueQueue } from '../support/harness.js';
+import { holdJobs, killHolder } from '../support/held-consumer.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
 import { RedisServer } from '../support/redis-server.js';
 import { ROOT } from '../support/run-process.js';
-import { pause, poll, within } from '../support/wait.js';
+import { pause, poll } from '../support/wait.js';
 
 const TIMERS = loadModuleArgs({ timers: 'on' });
 const HELLO = readFileSync(join(ROOT, 'protocol/scripts/hello.lua'), 'utf8');
@@ -139,33 +140,9 @@ describe.skipIf(!nativeModule.path)(
       try {
         const q = mq.queue(queue);
         await Promise.all(Array.from({ length: n }, (_, i) => q.enqueue({ i })));
-        const child = spawn(
-          process.execPath,
-          [
-            '--import',
-            'tsx',
-            join(ROOT, 'test/support/consumer-process.ts'),
-            server.url,
-            queue,
-            '1000',
-            String(n),
-          ],
-          { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-        );
+        const child = await holdJobs(server.url, queue, 1000, n);
         children.push(child);
-        let out = '';
-        const started = new Promise<void>((resolve, reject) => {
-          child.stdout?.on('data', (d) => {
-            out += d;
-            if ((out.match(/started /g) ?? []).length >= n) resolve();
-          });
-          child.once('exit', (code) => reject(new Error(`consumer process exited (${code})`)));
-        });
-        await within(started, 20_000, `the child consumer to start ${n} jobs`);
-        await new Promise<void>((resolve) => {
-          child.once('exit', () => resolve());
-          child.kill('SIGKILL');
-        });
+        await killHolder(child);
         const recoveredBefore = ((await raw.call('EMQ.TIMERS')) as number[])[7]!;
         // A consumer whose own recovery pass is 60 s away after its first: the server recovers.
         const runs = new Map<string, number>();
