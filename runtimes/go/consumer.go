@@ -854,25 +854,16 @@ func (c *Consumer) failed(job *Job, handlerErr error) {
 	}
 	message = clipBytes(message, c.opts.MaxErrorBytes)
 	stack := ""
-	for {
+	c.settle(job, func() error {
 		argv := append([]interface{}{c.q.Prefix, job.ID, job.token, message, stack, delay}, reason...)
 		outcome, err := redis.String(c.q.Run("fail", job.ID, argv...))
-		if err == nil {
-			c.finish(job)
-			c.emit(ConsumerEvent{Kind: "failed", Job: job, Err: handlerErr, Outcome: outcome})
-			break
+		if err != nil {
+			return err
 		}
-		if code := Code(err); code == "EMQLEASE" || code == "EMQNOJOB" {
-			c.finish(job)
-			c.lose(job, false)
-			break
-		}
-		if c.isClosing() && c.pastDeadline() {
-			c.finish(job)
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // keep the lease alive and try again
-	}
+		c.finish(job)
+		c.emit(ConsumerEvent{Kind: "failed", Job: job, Err: handlerErr, Outcome: outcome})
+		return nil
+	})
 	c.freedSlot()
 }
 
@@ -1065,4 +1056,27 @@ func max(a, b int) int {
 		return a
 	}
 	return b
+}
+
+// settle sends a job's end (a failure, a snooze, a rate-limit hand-back) until Redis takes it:
+// send finishes and reports the job on success. A lost lease or a vanished job is the job lost
+// (a newer attempt owns it); past the close deadline it gives up; anything else (a cut
+// connection, a failover) is tried again while the lease is kept alive.
+func (c *Consumer) settle(job *Job, send func() error) {
+	for {
+		err := send()
+		if err == nil {
+			return
+		}
+		if code := Code(err); code == "EMQLEASE" || code == "EMQNOJOB" {
+			c.finish(job)
+			c.lose(job, false)
+			return
+		}
+		if c.isClosing() && c.pastDeadline() {
+			c.finish(job)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

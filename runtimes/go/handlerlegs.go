@@ -60,28 +60,19 @@ func (c *Consumer) putBack(job *Job, handlerErr error) bool {
 	}
 	job.acking = true
 	c.mu.Unlock()
-	for {
+	c.settle(job, func() error {
 		at, err := redis.Int64(c.q.Run(verb, job.ID, c.q.Prefix, job.ID, job.token, ms))
-		if err == nil {
-			c.finish(job)
-			outcome := kind
-			if at < 0 {
-				outcome = "dead" // bad data on its row: dead-lettered by the script
-			}
-			c.emit(ConsumerEvent{Kind: kind, Job: job, Outcome: outcome, WaitMs: ms})
-			break
+		if err != nil {
+			return err
 		}
-		if code := Code(err); code == "EMQLEASE" || code == "EMQNOJOB" {
-			c.finish(job)
-			c.lose(job, false)
-			break
+		c.finish(job)
+		outcome := kind
+		if at < 0 {
+			outcome = "dead" // bad data on its row: dead-lettered by the script
 		}
-		if c.isClosing() && c.pastDeadline() {
-			c.finish(job)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		c.emit(ConsumerEvent{Kind: kind, Job: job, Outcome: outcome, WaitMs: ms})
+		return nil
+	})
 	c.freedSlot()
 	return true
 }
