@@ -120,6 +120,15 @@ export interface QueueSettings {
    * the cap was set are not counted). A whole number >= 1; null removes the cap.
    */
   concurrency?: number | null;
+  /**
+   * How the native module's lease timers recover this queue's expired leases (with the module
+   * loaded, timers on): `reap` (the default, as a consumer's default `recovery`), `stalled`
+   * (counted, dead-lettered past `maxStalled`) or `off`. Set it to what the queue's consumers
+   * run; null goes back to the default. Without the module it changes nothing.
+   */
+  recovery?: 'reap' | 'stalled' | 'off' | null;
+  /** With `recovery: 'stalled'`: recoveries allowed before a job is dead-lettered (>= 0; default 1); null: the default. */
+  maxStalled?: number | null;
 }
 
 export interface CleanOptions {

@@ -2,14 +2,23 @@
 // the idempotency window, each checked (unknown keys refused at every level), then written by one
 // configure call; omitted settings stay.
 import { atLeast, knownKeys, wholeNumber } from '../core/check.js';
-import { optionsObject } from '../core/errors.js';
+import { EchoMQError, optionsObject } from '../core/errors.js';
 import type { QueueSettings } from '../core/types.js';
 import { rateSpec } from '../lanes/lanes.js';
 import { RETAIN_KEYS } from '../wire/admission.js';
 import type { QueueWire } from '../wire/queue-wire.js';
 import * as verbs from '../wire/verbs/index.js';
 
-const SETTINGS_KEYS = new Set(['rateLimit', 'retention', 'eventsMaxLen', 'idempotencyMs', 'concurrency']);
+const SETTINGS_KEYS = new Set([
+  'rateLimit',
+  'retention',
+  'eventsMaxLen',
+  'idempotencyMs',
+  'concurrency',
+  'recovery',
+  'maxStalled',
+]);
+const RECOVERY_MODES = new Set(['reap', 'stalled', 'off']);
 const ENDED_SETS = new Set(['completed', 'dead']);
 
 /** configure's retention, every level of it checked for unknown keys. */
@@ -47,5 +56,16 @@ export async function configure(w: QueueWire, options: QueueSettings): Promise<v
       'concurrency',
       String(atLeast(settings.concurrency, 'concurrency', 1, 'null removes the cap')),
     ]);
+  if (settings.recovery === null) fields.push(['recovery', '-']);
+  else if (settings.recovery !== undefined) {
+    if (!RECOVERY_MODES.has(settings.recovery as string))
+      throw new EchoMQError(
+        'EMQINPUT',
+        `recovery must be 'reap', 'stalled' or 'off' (got ${JSON.stringify(settings.recovery)}): set it to the recovery your consumers run, or null for the default`,
+      );
+    fields.push(['recovery', settings.recovery]);
+  }
+  if (settings.maxStalled === null) fields.push(['max_stalled', '-']);
+  else set('max_stalled', settings.maxStalled, 'maxStalled', 0);
   await verbs.configure(w, fields);
 }

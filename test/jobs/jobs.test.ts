@@ -312,7 +312,11 @@ describe('enqueue', () => {
     const bad: [unknown, string][] = [
       [
         { eventsMax: 5 },
-        'unknown queue setting "eventsMax"; known: rateLimit, retention, eventsMaxLen, idempotencyMs, concurrency',
+        'unknown queue setting "eventsMax"; known: rateLimit, retention, eventsMaxLen, idempotencyMs, concurrency, recovery, maxStalled',
+      ],
+      [
+        { recovery: 'sometimes' },
+        `recovery must be 'reap', 'stalled' or 'off' (got "sometimes"): set it to the recovery your consumers run, or null for the default`,
       ],
       [{ retention: { failed: { count: 1 } } }, 'unknown retention set "failed"; known: completed, dead'],
       [{ retention: { dead: { age: 1 } } }, 'unknown retention.dead option "age"; known: count, ageMs'],
@@ -323,6 +327,19 @@ describe('enqueue', () => {
       expect(err.message).toBe(`EMQINPUT: ${message}`);
     }
     expect(await queueKeys()).toEqual([]);
+  });
+
+  it("configure keeps the module's lease-recovery mode in meta, and null takes it back to the default", async ({
+    q,
+    raw,
+    key,
+  }) => {
+    await q.configure({ recovery: 'stalled', maxStalled: 2 });
+    expect(await raw.hmget(key('meta'), 'recovery', 'max_stalled')).toEqual(['stalled', '2']);
+    await q.configure({ recovery: null, maxStalled: null });
+    expect(await raw.hmget(key('meta'), 'recovery', 'max_stalled')).toEqual([null, null]);
+    const err = await refusal(() => q.configure({ maxStalled: -1 }));
+    expect(err.code).toBe('EMQINPUT');
   });
 
   const circular: Record<string, unknown> = {};

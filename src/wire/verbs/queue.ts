@@ -76,7 +76,9 @@ export type SettingField =
   | 'keep_dead_ms'
   | 'events_max'
   | 'keep_ids_ms'
-  | 'concurrency';
+  | 'concurrency'
+  | 'recovery'
+  | 'max_stalled';
 
 /** Writes queue settings; fields not given stay. */
 export async function configure(w: QueueWire, fields: readonly [SettingField, string][]): Promise<void> {
