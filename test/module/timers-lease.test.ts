@@ -11,6 +11,7 @@ import { clockShim, ServerClock } from '../support/clock-shim.js';
 import { uniqueQueue } from '../support/harness.js';
 import { holdJobs, killHolder } from '../support/held-consumer.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
+import { serverNow } from '../support/observe.js';
 import { RedisServer } from '../support/redis-server.js';
 import { pause, poll } from '../support/wait.js';
 
@@ -20,12 +21,6 @@ const TIMERS = loadModuleArgs({ timers: 'on' });
 async function leaseTimers(raw: Redis): Promise<{ armed: number; firings: number; recovered: number }> {
   const r = (await raw.call('EMQ.TIMERS')) as number[];
   return { armed: r[5]!, firings: r[6]!, recovered: r[7]! };
-}
-
-/** Server-clock ms. */
-async function serverNow(raw: Redis): Promise<number> {
-  const [s, us] = (await raw.time()) as unknown as [string, string];
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
 }
 
 /** Each job's events as [name, ms of the stream id] (an entry for several jobs lists them in `ids`). */
