@@ -465,7 +465,7 @@ func streamEntries(conn redis.Conn, cmd string, args ...interface{}) ([]streamEn
 
 // keysFollowContract: the case's KEYS have the script's `-- KEYS:` names, count and order.
 func keysFollowContract(c *ConformanceCase, s *Script) []string {
-	prefix := "emq:{" + c.Queue + "}:"
+	prefix := queuePrefix(c.Queue)
 	var problems []string
 	if len(c.Call.Keys) != len(s.Keys) {
 		problems = append(problems, fmt.Sprintf("call.keys has %d keys, the contract of %s lists %d", len(c.Call.Keys), s.Name, len(s.Keys)))
@@ -529,7 +529,7 @@ func ReplayCase(conn redis.Conn, scripts Scripts, c *ConformanceCase) ([]string,
 			return []string{fmt.Sprintf("setup %v: %v", command, err)}, nil
 		}
 	}
-	eventsKey := "emq:{" + c.Queue + "}:events"
+	eventsKey := queuePrefix(c.Queue) + "events"
 	before, err := streamEntries(conn, "XREVRANGE", eventsKey, "+", "-", "COUNT", 1)
 	if err != nil {
 		return nil, err

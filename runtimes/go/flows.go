@@ -112,7 +112,7 @@ func (q *Queue) Flow(ctx context.Context, id string) (*FlowNode, error) {
 		if read++; read > flowTreeLimit {
 			return FlowNode{}, newError("EMQINPUT", "the flow has more than %d jobs: read it a parent at a time", flowTreeLimit)
 		}
-		prefix := "emq:{" + queue + "}:"
+		prefix := queuePrefix(queue)
 		row, err := redis.Strings(conn.Do("HMGET", prefix+"job:"+job, "state", "name"))
 		if err != nil {
 			return FlowNode{}, err

@@ -113,8 +113,12 @@ func (c *Client) Queue(name string) (*Queue, error) {
 	if err := CheckName("queue name", name); err != nil {
 		return nil, err
 	}
-	return &Queue{client: c, Name: name, Prefix: "emq:{" + name + "}:"}, nil
+	return &Queue{client: c, Name: name, Prefix: queuePrefix(name)}, nil
 }
+
+// queuePrefix is the prefix of every key of the queue `name` (SPEC.md section 4): the braces
+// keep them in one Redis Cluster slot.
+func queuePrefix(name string) string { return "emq:{" + name + "}:" }
 
 // Key is the full name of the queue's key `name` (SPEC.md section 4).
 func (q *Queue) Key(name string) string { return q.Prefix + name }
