@@ -94,6 +94,34 @@ func TestReplayerReportsADifference(t *testing.T) {
 	if problems, _ := ReplayCase(conn, scripts, &wrong); len(problems) == 0 {
 		t.Fatal("KEYS that do not follow the contract passed")
 	}
+	// A list expectation (a job's log lines) is compared entry by entry, and a key type the
+	// replayer does not know is refused, never passed unchecked.
+	var logCase *ConformanceCase
+	for _, f := range files {
+		if f.Script == "log" {
+			logCase = &f.Cases[0]
+		}
+	}
+	if logCase == nil {
+		t.Fatal("no log case")
+	}
+	for key, raw := range logCase.Expect.Keys {
+		if !strings.Contains(string(raw), `"list"`) {
+			continue
+		}
+		for _, expectation := range []string{`{"type": "list", "value": ["not", "these", "lines"]}`, `{"type": "list", "value": []}`} {
+			wrong = *logCase
+			wrong.Expect.Keys = map[string]json.RawMessage{key: json.RawMessage(expectation)}
+			if problems, err := ReplayCase(conn, scripts, &wrong); err != nil || len(problems) == 0 {
+				t.Fatalf("a wrong list %s passed: %v %v", expectation, problems, err)
+			}
+		}
+		wrong = *logCase
+		wrong.Expect.Keys = map[string]json.RawMessage{key: json.RawMessage(strings.Replace(string(raw), `"list"`, `"later_type"`, 1))}
+		if _, err := ReplayCase(conn, scripts, &wrong); err == nil || !strings.Contains(err.Error(), `"later_type" is not one this replayer knows`) {
+			t.Fatalf("an unknown key type: %v", err)
+		}
+	}
 }
 
 // SPEC 22.1 rule 5: a case of a later level, or a placeholder of a later level, is refused naming
