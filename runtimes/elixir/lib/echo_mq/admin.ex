@@ -14,10 +14,9 @@ defmodule EchoMQ.Admin do
   `{:error, {:connection, reason}}`.
   """
 
-  alias EchoMQ.{Connector, Jobs, JSON, Keyspace}
+  alias EchoMQ.{Connector, Jobs, Keyspace}
 
   @ended ~w(completed dead cancelled)
-  @max_payload 512 * 1024
 
   @doc "Holds the whole queue: no claims until `resume/2`; running jobs finish. `{:ok, true}` when it was running."
   def pause(conn, queue), do: flag(conn, queue, "pause")
@@ -73,9 +72,9 @@ defmodule EchoMQ.Admin do
     do: {:error, {:input, "priority must be a whole number from 0 to 2097152, got #{inspect(priority)}"}}
 
   @doc "Replaces the data (JSON text) of a job that has not started."
-  def update(conn, queue, job_id, payload) when is_binary(payload) do
+  def update(conn, queue, job_id, payload) do
     with :ok <- EchoMQ.Ids.check(job_id),
-         :ok <- check_payload(payload) do
+         :ok <- Jobs.check_json(payload, "data") do
       job_verb(conn, queue, "update_data", job_id, [job_id, payload]) |> done()
     end
   end
@@ -103,15 +102,6 @@ defmodule EchoMQ.Admin do
   # A verb whose reply is a bare 1: done.
   defp done({:ok, _}), do: :ok
   defp done(err), do: err
-
-  defp check_payload(p) when byte_size(p) > @max_payload, do: {:error, :too_big}
-
-  defp check_payload(p) do
-    case JSON.decode(p) do
-      {:ok, _} -> :ok
-      {:error, why} -> {:error, {:input, "data must be JSON text (EchoMQ.JSON.encode!/1): #{why}"}}
-    end
-  end
 
   # ── ended jobs ─────────────────────────────────────────────────────────────
 

@@ -8,9 +8,7 @@ defmodule EchoMQ.Repeat do
   consumer's recurrence leg runs it once a beat.
   """
 
-  alias EchoMQ.{Connector, Jobs, JSON, Keyspace}
-
-  @max_payload 512 * 1024
+  alias EchoMQ.{Connector, Jobs, Keyspace}
 
   @doc """
   Registers a cadence: every `every_ms` from the first run, a job with `template` (JSON text)
@@ -40,14 +38,9 @@ defmodule EchoMQ.Repeat do
       attempts != nil and not (is_integer(attempts) and attempts in 1..1_000_000) ->
         {:error, {:input, ":attempts must be a whole number from 1 to 1000000, got #{inspect(attempts)}"}}
 
-      not is_binary(template) or byte_size(template) > @max_payload ->
-        if is_binary(template),
-          do: {:error, :too_big},
-          else: {:error, {:input, "the template must be JSON text"}}
-
       true ->
         with :ok <- Keyspace.check_name("repeat name", name),
-             :ok <- json(template),
+             :ok <- Jobs.check_json(template, "the template"),
              {:ok, n} <-
                Jobs.run(conn, queue, "register", nil, [
                  name,
@@ -60,13 +53,6 @@ defmodule EchoMQ.Repeat do
                ]) do
           {:ok, if(Connector.int(n) == 1, do: :registered, else: :exists)}
         end
-    end
-  end
-
-  defp json(text) do
-    case JSON.decode(text) do
-      {:ok, _} -> :ok
-      {:error, why} -> {:error, {:input, "the template must be JSON text (EchoMQ.JSON.encode!/1): #{why}"}}
     end
   end
 
