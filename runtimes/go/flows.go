@@ -82,7 +82,7 @@ func (q *Queue) AddFlow(ctx context.Context, root FlowJob) (*FlowNode, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	n, err := redis.Int(q.RunContext(ctx, "flow_add", "", argv...))
+	n, err := redis.Int(q.Run(ctx, "flow_add", "", argv...))
 	if err != nil {
 		return nil, "", err
 	}

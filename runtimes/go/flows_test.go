@@ -25,7 +25,7 @@ func TestAFlowRunsChildrenFirstAndReadsBack(t *testing.T) {
 	if _, again, _ := q.AddFlow(ctx, root); again != "duplicate" {
 		t.Fatal(again)
 	}
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		return map[string]string{"name": job.Name}, nil
 	}, ConsumerOptions{BeatMs: 100})
 	if err != nil {

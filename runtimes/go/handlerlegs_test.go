@@ -35,20 +35,20 @@ func (l *eventLog) kinds(id string) []string {
 func TestSnoozeRateLimitAndLogFromAGoHandler(t *testing.T) {
 	q := testQueue(t)
 	ctx := context.Background()
-	snoozy, _ := q.Enqueue(map[string]string{"do": "snooze"}, &JobOptions{Attempts: 1})
-	limited, _ := q.Enqueue(map[string]string{"do": "limit"}, &JobOptions{Attempts: 1})
+	snoozy, _ := q.Enqueue(ctx, map[string]string{"do": "snooze"}, &JobOptions{Attempts: 1})
+	limited, _ := q.Enqueue(ctx, map[string]string{"do": "limit"}, &JobOptions{Attempts: 1})
 	var log eventLog
 	var mu sync.Mutex
 	firstStart := map[string]int64{}
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
-		row, _ := q.Get(job.ID)
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
+		row, _ := q.Get(ctx, job.ID)
 		mu.Lock()
 		_, again := firstStart[job.ID]
 		if !again {
 			firstStart[job.ID] = *row.StartedAt
 		}
 		mu.Unlock()
-		if err := job.Log("run of " + job.ID); err != nil {
+		if err := job.Log(ctx, "run of "+job.ID); err != nil {
 			return nil, err
 		}
 		if again {
@@ -67,7 +67,7 @@ func TestSnoozeRateLimitAndLogFromAGoHandler(t *testing.T) {
 		if _, err := q.WaitFor(ctx, id); err != nil {
 			t.Fatal(id, err)
 		}
-		row, _ := q.Get(id)
+		row, _ := q.Get(ctx, id)
 		// One attempt allowed, two runs: neither a snooze nor a rate limit spends one.
 		if row.State != "completed" || row.Attempts != 1 {
 			t.Fatalf("%+v", row)
@@ -94,12 +94,12 @@ func TestSnoozeRateLimitAndLogFromAGoHandler(t *testing.T) {
 func TestAnExecutionTimeoutFailsTheAttemptAndCancelStopsAHandler(t *testing.T) {
 	q := testQueue(t)
 	ctx := context.Background()
-	slow, _ := q.Enqueue(map[string]string{"do": "slow"}, &JobOptions{Attempts: 2, Backoff: Fixed(10)})
+	slow, _ := q.Enqueue(ctx, map[string]string{"do": "slow"}, &JobOptions{Attempts: 2, Backoff: Fixed(10)})
 	var log eventLog
 	var mu sync.Mutex
 	why := map[int]string{}
 	started := make(chan string, 10)
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		started <- job.ID
 		if strings.Contains(string(job.Data), "slow") && job.Attempts == 2 {
 			return "quick", nil
@@ -122,7 +122,7 @@ func TestAnExecutionTimeoutFailsTheAttemptAndCancelStopsAHandler(t *testing.T) {
 		t.Fatalf("the first attempt's context ended with %q, want timeout", why[1])
 	}
 	mu.Unlock()
-	row, _ := q.Get(slow.ID)
+	row, _ := q.Get(ctx, slow.ID)
 	// The row keeps the failed attempt's error beside the later result.
 	if row.Attempts != 2 || row.Error == nil || !strings.HasPrefix(row.Error.Message, "EMQTIMEOUT") {
 		t.Fatalf("%+v %+v", row, row.Error)
@@ -130,7 +130,7 @@ func TestAnExecutionTimeoutFailsTheAttemptAndCancelStopsAHandler(t *testing.T) {
 	// A cancel request reaches a running handler at its next extension (every 200 ms here).
 	// The timeout of 150 ms would end it first, so this one runs under a consumer without one.
 	c.Close(5 * time.Second)
-	c2, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c2, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		started <- job.ID
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -139,10 +139,10 @@ func TestAnExecutionTimeoutFailsTheAttemptAndCancelStopsAHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close(5 * time.Second)
-	long, _ := q.Enqueue(map[string]string{"do": "long"}, nil)
+	long, _ := q.Enqueue(ctx, map[string]string{"do": "long"}, nil)
 	for id := ""; id != long.ID; id = <-started {
 	}
-	if status, err := q.Cancel(long.ID); err != nil || status != "requested" {
+	if status, err := q.Cancel(ctx, long.ID); err != nil || status != "requested" {
 		t.Fatal(status, err)
 	}
 	if _, err := q.WaitFor(ctx, long.ID); Code(err) != "EMQCANCELLED" {

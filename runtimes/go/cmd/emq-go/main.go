@@ -35,6 +35,7 @@ import (
 )
 
 func main() {
+	ctx := context.Background()
 	if len(os.Args) < 2 {
 		fail(errors.New("usage: emq-go produce|consume|get|events|conformance --url redis://… [--queue name]"))
 	}
@@ -78,20 +79,20 @@ func main() {
 		flow(q, out)
 	case "get":
 		for _, id := range flags.Args() {
-			view, err := q.Get(id)
+			view, err := q.Get(ctx, id)
 			if err != nil {
 				fail(err)
 			}
 			out.Encode(view)
 		}
 	case "events":
-		r, err := q.Events(*from)
+		r, err := q.Events(ctx, *from)
 		if err != nil {
 			fail(err)
 		}
 		r.BlockMs = 200
 		for {
-			events, err := r.Next()
+			events, err := r.Next(ctx)
 			if err != nil {
 				fail(err)
 			}
@@ -127,6 +128,7 @@ type jobSpec struct {
 }
 
 func produce(q *echomq.Queue, out *json.Encoder) {
+	ctx := context.Background()
 	var specs []jobSpec
 	if err := json.NewDecoder(os.Stdin).Decode(&specs); err != nil {
 		fail(fmt.Errorf("produce reads a JSON array of jobs on stdin: %v", err))
@@ -142,9 +144,9 @@ func produce(q *echomq.Queue, out *json.Encoder) {
 		var err error
 		switch {
 		case s.DelayMs != nil:
-			results[i], err = q.EnqueueIn(s.Data, time.Duration(*s.DelayMs)*time.Millisecond, opts)
+			results[i], err = q.EnqueueIn(ctx, s.Data, time.Duration(*s.DelayMs)*time.Millisecond, opts)
 		case s.RunAt != nil:
-			results[i], err = q.EnqueueAt(s.Data, *s.RunAt, opts)
+			results[i], err = q.EnqueueAt(ctx, s.Data, *s.RunAt, opts)
 		default:
 			now = append(now, echomq.Item{Data: s.Data, Opts: opts})
 			nowAt = append(nowAt, i)
@@ -153,7 +155,7 @@ func produce(q *echomq.Queue, out *json.Encoder) {
 			fail(err)
 		}
 	}
-	admitted, err := q.EnqueueMany(now)
+	admitted, err := q.EnqueueMany(ctx, now)
 	if err != nil {
 		fail(err)
 	}
@@ -199,6 +201,7 @@ func flow(q *echomq.Queue, out *json.Encoder) {
 }
 
 func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, quiet bool) {
+	ctx := context.Background()
 	var mu sync.Mutex
 	print := func(v interface{}) {
 		mu.Lock()
@@ -223,7 +226,7 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, qu
 		}
 		print(line)
 	}
-	c, err := q.Consume(func(ctx context.Context, job *echomq.Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *echomq.Job) (interface{}, error) {
 		if !quiet {
 			print(map[string]interface{}{"kind": "started", "id": job.ID, "attempt": job.Attempts, "at": time.Now().UnixMilli()})
 		}
@@ -242,7 +245,7 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, qu
 			}
 		}
 		if data.Progress {
-			if err := job.Progress(map[string]interface{}{"at": job.Attempts, "by": "go"}); err != nil {
+			if err := job.Progress(ctx, map[string]interface{}{"at": job.Attempts, "by": "go"}); err != nil {
 				return nil, err
 			}
 		}
