@@ -52,9 +52,9 @@ type ConsumerOptions struct {
 	MaxStackBytes int
 	// OnEvent is told of every job's end in this consumer, one call at a time; nil: no one.
 	OnEvent func(ConsumerEvent)
-	// TimeoutMs is each attempt's execution timeout: the handler's context is cancelled
-	// (Job.Aborted "timeout") and the attempt fails with reason timeout, retried by the
-	// backoff. 0: none.
+	// TimeoutMs is each attempt's execution timeout for jobs without their own (JobOptions.
+	// Timeout, the row's `timeout`, which wins): the handler's context is cancelled (Job.Aborted
+	// "timeout") and the attempt fails with reason timeout, retried by the backoff. 0: none.
 	TimeoutMs int64
 	// MaxLogLines is the lines a job's log keeps (Job.Log; older ones are trimmed); 0: 100.
 	MaxLogLines int
@@ -83,7 +83,10 @@ type Job struct {
 	Attempts    int             // this attempt's number, from 1
 	MaxAttempts int
 	Backoff     *Backoff // nil: the consumer's policy
-	token       string
+	// Timeout is this attempt's execution timeout: the job's own (claim's `timeouts`), else the
+	// consumer's TimeoutMs; 0: none.
+	Timeout time.Duration
+	token   string
 
 	c      *Consumer
 	ctx    context.Context
@@ -628,8 +631,8 @@ func (c *Consumer) dropBlocking() {
 
 // ── running jobs ────────────────────────────────────────────────────────────
 
-// started takes a claim's reply, `[jobs, wake_id, wait_ms, now_ms, next_due_ms]` (SPEC.md
-// 19.5), and starts the handlers of its jobs (7 entries per job).
+// started takes a claim's reply, `[jobs, wake_id, wait_ms, now_ms, next_due_ms, timeouts?]`
+// (SPEC.md 19.5), and starts the handlers of its jobs (7 entries per job).
 func (c *Consumer) started(reply []interface{}) {
 	flat, _ := redis.Values(reply[0], nil)
 	wakeID, _ := redis.String(reply[1], nil)
@@ -647,6 +650,7 @@ func (c *Consumer) started(reply []interface{}) {
 		nextDue, _ := redis.Int64(reply[4], nil)
 		c.learnHeadLocked(serverNow, nextDue)
 	}
+	ownTimeouts := jobTimeouts(reply)
 	c.limitedUntil = time.Time{}
 	if waitMs >= 0 {
 		c.limitedUntil = time.Now().Add(time.Duration(waitMs) * time.Millisecond)
@@ -689,8 +693,13 @@ func (c *Consumer) started(reply []interface{}) {
 			}()
 			continue
 		}
-		if c.opts.TimeoutMs > 0 {
-			job.timer = time.AfterFunc(time.Duration(c.opts.TimeoutMs)*time.Millisecond, func() {
+		timeoutMs, own := ownTimeouts[id]
+		if !own {
+			timeoutMs = c.opts.TimeoutMs
+		}
+		if timeoutMs > 0 {
+			job.Timeout = time.Duration(timeoutMs) * time.Millisecond
+			job.timer = time.AfterFunc(job.Timeout, func() {
 				c.mu.Lock()
 				if c.held[job.ID] == job && !job.acking {
 					c.abortLocked(job, "timeout")
@@ -700,6 +709,23 @@ func (c *Consumer) started(reply []interface{}) {
 		}
 		go c.execute(job)
 	}
+}
+
+// jobTimeouts reads a claim reply's optional sixth entry, `id timeout_ms` pairs for the jobs
+// taken whose row has a timeout (SPEC 8.1, 19.5); a value that is not a whole number >= 1 is
+// none of its own (the consumer's applies), as in TypeScript.
+func jobTimeouts(reply []interface{}) map[string]int64 {
+	if len(reply) < 6 {
+		return nil
+	}
+	flat, _ := redis.Strings(reply[5], nil)
+	out := map[string]int64{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		if ms, err := strconv.ParseInt(flat[i+1], 10, 64); err == nil && ms >= 1 {
+			out[flat[i]] = ms
+		}
+	}
+	return out
 }
 
 func (c *Consumer) execute(job *Job) {
@@ -722,7 +748,7 @@ func (c *Consumer) execute(job *Job) {
 	}
 	if timedOut {
 		// Past its timeout the attempt fails whatever the handler returned.
-		c.failed(job, newError("EMQTIMEOUT", "job %s ran past its timeout of %d ms; the attempt failed (reason timeout)", job.ID, c.opts.TimeoutMs))
+		c.failed(job, newError("EMQTIMEOUT", "job %s ran past its timeout of %d ms; the attempt failed (reason timeout)", job.ID, job.Timeout.Milliseconds()))
 		return
 	}
 	if err != nil {

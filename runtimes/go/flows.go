@@ -18,7 +18,8 @@ import (
 type FlowJob struct {
 	Name string
 	Data interface{}
-	// Opts are the job's options (ID, Priority, Group, Attempts, Backoff); Dedupe is refused.
+	// Opts are the job's options (ID, Priority, Group, Attempts, Backoff); Dedupe and Timeout
+	// are refused (flow_add stores neither); nil: none.
 	Opts *JobOptions
 	// Continue: "" a failed child fails this parent; "1" it runs anyway; "ignore" it runs and
 	// records the failure.
@@ -48,6 +49,9 @@ func (q *Queue) AddFlow(ctx context.Context, root FlowJob) (*FlowNode, string, e
 		}
 		if opts.Dedupe != nil {
 			return FlowNode{}, newError("EMQINPUT", "a flow's jobs cannot be deduplicated (job %q): leave Dedupe out", j.Name)
+		}
+		if opts.Timeout != 0 {
+			return FlowNode{}, newError("EMQINPUT", "a flow's jobs cannot carry their own timeout (job %q; flow_add stores none): leave Timeout out, the consumer's TimeoutMs applies", j.Name)
 		}
 		if opts.Name == "" {
 			opts.Name = j.Name

@@ -2,10 +2,13 @@ package echomq
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gomodule/redigo/redis"
 )
 
 // eventsOf collects a consumer's events for a test.
@@ -147,5 +150,78 @@ func TestAnExecutionTimeoutFailsTheAttemptAndCancelStopsAHandler(t *testing.T) {
 	}
 	if _, err := q.WaitFor(ctx, long.ID); Code(err) != "EMQCANCELLED" {
 		t.Fatalf("want the job cancelled, got %v", err)
+	}
+}
+
+func TestAJobsOwnTimeoutWinsOverTheConsumers(t *testing.T) {
+	q := testQueue(t)
+	ctx := context.Background()
+	conn := q.client.Conn()
+	defer conn.Close()
+	for _, bad := range []time.Duration{-time.Millisecond, time.Microsecond, 1500 * time.Microsecond} {
+		if _, err := q.Enqueue(ctx, "x", &JobOptions{Timeout: bad}); !errors.Is(err, ErrInput) {
+			t.Fatalf("Timeout %v: %v, want EMQINPUT", bad, err)
+		}
+	}
+	// Stored on the row by each admission path; a call mixing timed and untimed jobs admits both.
+	// The patient job is admitted first, so it is claimed no later than the others.
+	patient, err := q.Enqueue(ctx, map[string]string{"do": "wait for release"}, &JobOptions{Timeout: time.Minute})
+	if err != nil || patient.Status != "enqueued" {
+		t.Fatal(patient, err)
+	}
+	later, err := q.EnqueueIn(ctx, "not run here", time.Hour, &JobOptions{Timeout: 2 * time.Second})
+	if err != nil || later.Status != "scheduled" {
+		t.Fatal(later, err)
+	}
+	many, err := q.EnqueueMany(ctx, []Item{
+		{Data: map[string]string{"do": "hang"}, Opts: &JobOptions{Timeout: 80 * time.Millisecond, Attempts: 1}},
+		{Data: map[string]string{"do": "hang"}, Opts: &JobOptions{Attempts: 1}},
+	})
+	if err != nil || len(many) != 2 || many[0].Status != "enqueued" || many[1].Status != "enqueued" {
+		t.Fatal(many, err)
+	}
+	for id, want := range map[string]string{many[0].ID: "80", many[1].ID: "", patient.ID: "60000", later.ID: "2000"} {
+		if got, _ := redis.String(conn.Do("HGET", q.JobKey(id), "timeout")); got != want {
+			t.Fatalf("row timeout of %s is %q, want %q", id, got, want)
+		}
+	}
+	release := make(chan struct{})
+	var log eventLog
+	timeouts := make(chan time.Duration, 3)
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
+		timeouts <- job.Timeout
+		if strings.Contains(string(job.Data), "release") {
+			<-release // runs past the consumer's 400 ms: its own minute applies
+			return "done", nil
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, ConsumerOptions{BeatMs: 100, TimeoutMs: 400, OnEvent: log.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(5 * time.Second)
+	// The own 80 ms and the consumer's 400 ms both end their attempts: dead, reason timeout.
+	for _, j := range many {
+		if _, err := q.WaitFor(ctx, j.ID); !errors.Is(err, ErrJobFailed) || !strings.Contains(err.Error(), "EMQTIMEOUT") {
+			t.Fatalf("job %s: %v, want dead by EMQTIMEOUT", j.ID, err)
+		}
+	}
+	own, _ := q.Get(ctx, many[0].ID)
+	consumers, _ := q.Get(ctx, many[1].ID)
+	if !strings.Contains(own.Error.Message, "timeout of 80 ms") || !strings.Contains(consumers.Error.Message, "timeout of 400 ms") {
+		t.Fatalf("errors %q and %q, want the 80 ms and the 400 ms timeouts named", own.Error.Message, consumers.Error.Message)
+	}
+	// The patient job, claimed no later than the one the consumer's 400 ms ended, has run past it.
+	close(release)
+	if out, err := q.WaitFor(ctx, patient.ID); err != nil || string(out) != `"done"` {
+		t.Fatalf("the job with its own minute: %s %v, want done", out, err)
+	}
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 3; i++ {
+		seen[<-timeouts] = true
+	}
+	if !seen[80*time.Millisecond] || !seen[400*time.Millisecond] || !seen[time.Minute] {
+		t.Fatalf("handlers saw timeouts %v, want 80ms, 400ms and 1m", seen)
 	}
 }

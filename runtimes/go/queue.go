@@ -282,6 +282,9 @@ type JobOptions struct {
 	Attempts int      // 1 to 1000000; 0: the client's DefaultAttempts (3)
 	Backoff  *Backoff // nil: the consumer's policy
 	Dedupe   *Dedupe  // nil: no deduplication but the id's
+	// Timeout is each attempt's execution timeout (SPEC 8.1), whole ms >= 1, stored on the row
+	// (`timeout`): it wins over the consumer's TimeoutMs, in either runtime. 0: the consumer's.
+	Timeout time.Duration
 }
 
 // Admitted is an admission's outcome: Status "enqueued" (or "scheduled"), "duplicate", or
@@ -295,11 +298,21 @@ type admission struct {
 	id                                       string
 	payload, prio, group, name, max, backoff string
 	dedupeKey, dedupeSpec                    string
+	timeout                                  string // the row's `timeout` in ms; '' for the consumer's
 }
 
-func (a admission) tuple() []interface{} {
-	return []interface{}{a.id, a.payload, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec}
+// tuple is the job's part of an enqueue call: the 9 fields, or with timed the 14 (the 13-field
+// form's retention, tags and lifo left ”, then timeout_ms; SPEC 19.2).
+func (a admission) tuple(timed bool) []interface{} {
+	t := []interface{}{a.id, a.payload, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec}
+	if timed {
+		t = append(t, "", "", "", "", a.timeout)
+	}
+	return t
 }
+
+// timedMarker announces enqueue's 14-field tuples (never a job id).
+const timedMarker = "#14"
 
 // EncodeJSON encodes a value for the wire (SPEC.md section 5.1): a json.RawMessage goes as is.
 func EncodeJSON(value interface{}, what string, limit int) (string, error) {
@@ -371,6 +384,13 @@ func (q *Queue) admission(data interface{}, opts *JobOptions) (admission, error)
 		}
 		a.backoff = string(text)
 	}
+	if opts.Timeout != 0 {
+		ms := opts.Timeout.Milliseconds()
+		if ms < 1 || time.Duration(ms)*time.Millisecond != opts.Timeout {
+			return a, newError("EMQINPUT", "timeout must be a whole number of ms >= 1 (or 0: the consumer's TimeoutMs), got %v", opts.Timeout)
+		}
+		a.timeout = strconv.FormatInt(ms, 10)
+	}
 	if d := opts.Dedupe; d != nil {
 		if d.Key == "" || len(d.Key) > 200 {
 			return a, newError("EMQINPUT", "dedupe key must be a string of 1-200 characters")
@@ -435,8 +455,17 @@ func (q *Queue) EnqueueMany(ctx context.Context, items []Item) ([]Admitted, erro
 	for start := 0; start < len(jobs); start += admissionChunk {
 		part := jobs[start:min(start+admissionChunk, len(jobs))]
 		argv := []interface{}{q.Prefix}
+		// Every tuple of a call has one width: the 14 fields only for a call with a timed job,
+		// so plain enqueues stay 9 wide.
+		timed := false
 		for _, a := range part {
-			argv = append(argv, a.tuple()...)
+			timed = timed || a.timeout != ""
+		}
+		if timed {
+			argv = append(argv, timedMarker)
+		}
+		for _, a := range part {
+			argv = append(argv, a.tuple(timed)...)
 		}
 		reply, err := redis.Values(q.Run(ctx, "enqueue", "", argv...))
 		if err != nil {
@@ -470,7 +499,11 @@ func (q *Queue) schedule(ctx context.Context, data interface{}, mode string, val
 	if err != nil {
 		return Admitted{}, err
 	}
-	reply, err := q.Run(ctx, "schedule", a.id, a.id, a.payload, mode, value, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec)
+	argv := []interface{}{a.id, a.payload, mode, value, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec}
+	if a.timeout != "" { // retention and tags '', then timeout_ms (SPEC 19.3)
+		argv = append(argv, "", "", "", a.timeout)
+	}
+	reply, err := q.Run(ctx, "schedule", a.id, argv...)
 	if err != nil {
 		return Admitted{}, err
 	}

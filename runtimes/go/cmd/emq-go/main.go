@@ -47,6 +47,7 @@ func main() {
 	concurrency := flags.Int("concurrency", 10, "consume: handlers at once")
 	leaseMs := flags.Int64("lease-ms", 0, "consume: the lease (default 30000)")
 	beatMs := flags.Int64("beat-ms", 0, "consume: the beat (default 1000)")
+	timeoutMs := flags.Int64("timeout-ms", 0, "consume: the execution timeout of jobs without their own (default none)")
 	from := flags.String("from", "0", "events: where to start")
 	protocolVersion := flags.Int("protocol-version", 0, "the version hello stamps on a queue that has none (default 1)")
 	quiet := flags.Bool("quiet", false, "consume: print no line per job (for benches), only ready, health and closed")
@@ -74,7 +75,7 @@ func main() {
 	case "produce":
 		produce(q, out)
 	case "consume":
-		consume(q, out, echomq.ConsumerOptions{Concurrency: *concurrency, LeaseMs: *leaseMs, BeatMs: *beatMs}, *quiet)
+		consume(q, out, echomq.ConsumerOptions{Concurrency: *concurrency, LeaseMs: *leaseMs, BeatMs: *beatMs, TimeoutMs: *timeoutMs}, *quiet)
 	case "flow":
 		flow(q, out)
 	case "get":
@@ -125,6 +126,8 @@ type jobSpec struct {
 	Dedupe   *echomq.Dedupe  `json:"dedupe"`
 	DelayMs  *int64          `json:"delayMs"`
 	RunAt    *int64          `json:"runAt"`
+	// TimeoutMs is the job's own execution timeout (JobOptions.Timeout); 0: the consumer's.
+	TimeoutMs int64 `json:"timeoutMs"`
 }
 
 func produce(q *echomq.Queue, out *json.Encoder) {
@@ -140,7 +143,7 @@ func produce(q *echomq.Queue, out *json.Encoder) {
 		if s.Data == nil {
 			s.Data = json.RawMessage("null")
 		}
-		opts := &echomq.JobOptions{ID: s.ID, Name: s.Name, Group: s.Group, Priority: s.Priority, Attempts: s.Attempts, Backoff: s.Backoff, Dedupe: s.Dedupe}
+		opts := &echomq.JobOptions{ID: s.ID, Name: s.Name, Group: s.Group, Priority: s.Priority, Attempts: s.Attempts, Backoff: s.Backoff, Dedupe: s.Dedupe, Timeout: time.Duration(s.TimeoutMs) * time.Millisecond}
 		var err error
 		switch {
 		case s.DelayMs != nil:
