@@ -321,7 +321,8 @@ func (c *Consumer) beat() error {
 	return c.drain(promoted || minted)
 }
 
-// recover runs reap and the heartbeat once a beat.
+// recover runs reap and the heartbeat once a beat, and delivers the flow notices the heartbeat
+// reports waiting (handoff.go).
 func (c *Consumer) recover() error {
 	now := time.Now()
 	c.mu.Lock()
@@ -343,8 +344,15 @@ func (c *Consumer) recover() error {
 		// The versions it speaks: migrate steps a queue up only when every live consumer does.
 		"protocols": ProtocolVersions,
 	})
-	if _, err := c.q.Run(c.own, "heartbeat", "", c.q.Prefix, c.ID, string(info)); err != nil {
+	beat, err := c.q.Run(c.own, "heartbeat", "", c.q.Prefix, c.ID, string(info))
+	if err != nil {
 		return err
+	}
+	// Flow children of this queue whose parents are in other queues ended: hand them over.
+	if noticesWaiting(beat) > 0 {
+		if _, err := c.q.DeliverNotices(c.own); err != nil {
+			return err
+		}
 	}
 	c.mu.Lock()
 	c.lastRecover = now

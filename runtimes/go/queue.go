@@ -109,6 +109,9 @@ type Queue struct {
 
 	helloMu  sync.Mutex
 	greeting *Greeting // hello's answer, once it came
+
+	siblingsMu sync.Mutex
+	siblings   map[string]*Queue // other queues' handles, for flows across queues (flows.go)
 }
 
 // Queue returns a handle on the queue `name`.

@@ -168,11 +168,9 @@ func produce(q *echomq.Queue, out *json.Encoder) {
 	out.Encode(results)
 }
 
-// The test handler: data {"fail": k} fails the first k attempts, {"sleepMs": n} takes n ms,
-// {"progress": true} reports progress, {"unrecoverable": true} dead-letters at once; the result
-// says who ran it.
 // flowSpec is a flow job as the flow command reads it.
 type flowSpec struct {
+	Queue    string          `json:"queue"` // "": its parent's
 	ID       string          `json:"id"`
 	Name     string          `json:"name"`
 	Data     json.RawMessage `json:"data"`
@@ -181,7 +179,7 @@ type flowSpec struct {
 }
 
 func (s flowSpec) job() echomq.FlowJob {
-	j := echomq.FlowJob{Name: s.Name, Continue: s.Continue, Opts: &echomq.JobOptions{ID: s.ID}}
+	j := echomq.FlowJob{Queue: s.Queue, Name: s.Name, Continue: s.Continue, Opts: &echomq.JobOptions{ID: s.ID}}
 	if len(s.Data) > 0 {
 		j.Data = s.Data
 	}
@@ -194,7 +192,7 @@ func (s flowSpec) job() echomq.FlowJob {
 func flow(q *echomq.Queue, out *json.Encoder) {
 	var spec flowSpec
 	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
-		fail(fmt.Errorf("flow reads one JSON tree {name, data, id, continue, children} on stdin: %v", err))
+		fail(fmt.Errorf("flow reads one JSON tree {queue, name, data, id, continue, children} on stdin: %v", err))
 	}
 	tree, status, err := q.AddFlow(context.Background(), spec.job())
 	if err != nil {
@@ -203,6 +201,9 @@ func flow(q *echomq.Queue, out *json.Encoder) {
 	out.Encode(map[string]interface{}{"status": status, "tree": tree})
 }
 
+// The test handler: data {"fail": k} fails the first k attempts, {"sleepMs": n} takes n ms,
+// {"progress": true} reports progress, {"unrecoverable": true} dead-letters at once,
+// {"children": true} returns a flow parent's children's results; the result says who ran it.
 func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, quiet bool) {
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -238,6 +239,7 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, qu
 			SleepMs       int64 `json:"sleepMs"`
 			Unrecoverable bool  `json:"unrecoverable"`
 			Progress      bool  `json:"progress"`
+			Children      bool  `json:"children"`
 		}
 		json.Unmarshal(job.Data, &data)
 		if data.SleepMs > 0 {
@@ -258,7 +260,15 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, qu
 		if job.Attempts <= data.Fail {
 			return nil, fmt.Errorf("go: attempt %d fails on purpose", job.Attempts)
 		}
-		return map[string]interface{}{"by": "go", "attempt": job.Attempts, "data": job.Data}, nil
+		result := map[string]interface{}{"by": "go", "attempt": job.Attempts, "data": job.Data}
+		if data.Children { // a flow parent: its children's results, as it read them
+			children, err := q.ChildrenResults(ctx, job.ID)
+			if err != nil {
+				return nil, err
+			}
+			result["children"] = children
+		}
+		return result, nil
 	}, opts)
 	if err != nil {
 		fail(err)
