@@ -188,9 +188,9 @@ func TestTheHeartbeatListsTheVersionsItSpeaksAndMigrateCountsIt(t *testing.T) {
 		t.Fatalf("heartbeat info: %v", info)
 	}
 	// migrate (SPEC 19.41) steps the queue up while this consumer is alive: it speaks 2.
-	reply, err := redis.Int64s(q.Run(ctx, "migrate", "", q.Prefix, 1, 2, 60000))
-	if err != nil || reply[0] != 2 || reply[1] != 1 {
-		t.Fatalf("migrate with a Go consumer alive: %v %v", reply, err)
+	out, err := q.Migrate(ctx, MigrateOptions{To: 2})
+	if err != nil || out != (MigrateResult{From: 1, Version: 2, Consumers: 1}) {
+		t.Fatalf("migrate with a Go consumer alive: %+v %v", out, err)
 	}
 	if n, _ := q.ProtocolVersion(ctx); n != 2 {
 		t.Fatalf("the queue's version after migrate: %d", n)
