@@ -13,49 +13,16 @@ import { holdJobs, killHolder } from '../support/held-consumer.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
 import { serverNow } from '../support/observe.js';
 import { RedisServer } from '../support/redis-server.js';
+import { eventsOf, expectOnceOnTime, scoresOf, timerCounters } from '../support/timer-observe.js';
 import { pause, poll } from '../support/wait.js';
 
 const TIMERS = loadModuleArgs({ timers: 'on' });
 
-/** EMQ.TIMERS' lease entries (appended after the promote timer's five). */
-async function leaseTimers(raw: Redis): Promise<{ armed: number; firings: number; recovered: number }> {
-  const r = (await raw.call('EMQ.TIMERS')) as number[];
-  return { armed: r[5]!, firings: r[6]!, recovered: r[7]! };
-}
-
-/** Each job's events as [name, ms of the stream id] (an entry for several jobs lists them in `ids`). */
-async function eventsOf(raw: Redis, queue: string): Promise<Map<string, [string, number][]>> {
-  const by = new Map<string, [string, number][]>();
-  for (const [sid, f] of await raw.xrange(`emq:{${queue}}:events`, '-', '+')) {
-    const field = (name: string) => {
-      for (let i = 0; i < f.length; i += 2) if (f[i] === name) return f[i + 1];
-      return undefined;
-    };
-    for (const id of (field('ids') ?? field('id')!).split(' ')) {
-      if (!by.has(id)) by.set(id, []);
-      by.get(id)!.push([field('event')!, Number(sid.split('-')[0])]);
-    }
-  }
-  return by;
-}
-
-/** The lease deadlines in active, id → score. */
-async function deadlines(raw: Redis, queue: string): Promise<Map<string, number>> {
-  const flat = await raw.zrange(`emq:{${queue}}:active`, 0, -1, 'WITHSCORES');
-  const m = new Map<string, number>();
-  for (let i = 0; i < flat.length; i += 2) m.set(flat[i]!, Number(flat[i + 1]));
-  return m;
-}
-
 /** Every job recovered once (its one `stalled` event), at or after its deadline. */
-async function expectRecoveredOnTime(raw: Redis, queue: string, due: Map<string, number>): Promise<void> {
-  const events = await eventsOf(raw, queue);
-  for (const [id, deadline] of due) {
-    const stalled = (events.get(id) ?? []).filter(([e]) => e === 'stalled');
-    expect(stalled.length, `job ${id} recovered once`).toBe(1);
-    expect(stalled[0]![1], `job ${id} not before its deadline`).toBeGreaterThanOrEqual(deadline);
-  }
-}
+const expectRecoveredOnTime = (raw: Redis, queue: string, due: Map<string, number>) =>
+  expectOnceOnTime(raw, queue, due, 'stalled');
+
+const deadlines = (raw: Redis, queue: string) => scoresOf(raw, queue, 'active');
 
 const pendingOf = (raw: Redis, queue: string) => raw.zcard(`emq:{${queue}}:pending`);
 
@@ -102,8 +69,8 @@ describe.skipIf(!nativeModule.path)(
         // The holder is dead: these deadlines are final.
         const due = await deadlines(raw, queue);
         expect(due.size).toBe(n);
-        const before = await leaseTimers(raw);
-        expect(before.armed).toBeGreaterThan(0);
+        const before = await timerCounters(raw);
+        expect(before.leaseArmed).toBeGreaterThan(0);
         await poll(
           () => pendingOf(raw, queue),
           (c) => c === n,
@@ -111,7 +78,7 @@ describe.skipIf(!nativeModule.path)(
           20_000,
         );
         await expectRecoveredOnTime(raw, queue, due);
-        expect((await leaseTimers(raw)).recovered - before.recovered).toBe(n);
+        expect((await timerCounters(raw)).recovered - before.recovered).toBe(n);
 
         // Run again by a consumer that never recovers anything itself: each ends once.
         const ended = new Map<string, number>();
@@ -260,7 +227,7 @@ describe.skipIf(!nativeModule.path)("the module's lease timers on a replica", ()
     expect(await pendingOf(r, queue)).toBe(10);
     expect(await r.zcard(`emq:{${queue}}:active`)).toBe(0);
     await expectRecoveredOnTime(r, queue, due);
-    expect((await leaseTimers(r)).firings).toBe(0);
+    expect((await timerCounters(r)).leaseFirings).toBe(0);
     expect(await r.call('EMQ.TIMERS.RUNNING')).toBe(0);
   });
 });
