@@ -57,12 +57,15 @@ typedef uint64_t RedisModuleTimerID;
 typedef void (*RedisModuleTimerProc)(RedisModuleCtx *ctx, void *data);
 
 /* Keyspace notifications a module subscribes to (independent of notify-keyspace-events). */
+#define REDISMODULE_NOTIFY_GENERIC (1 << 2) /* del, expire, rename, restore (MIGRATE's write) */
 #define REDISMODULE_NOTIFY_ZSET (1 << 7)
 typedef int (*RedisModuleNotificationFunc)(RedisModuleCtx *ctx, int type, const char *event,
                                            RedisModuleString *key);
 
 /* RedisModule_GetContextFlags: the server is a primary (not a replica). */
 #define REDISMODULE_CTX_FLAGS_MASTER (1 << 2)
+/* ... and a node of a Redis Cluster. */
+#define REDISMODULE_CTX_FLAGS_CLUSTER (1 << 5)
 
 /* X(return type, name without the RedisModule_ prefix, parameters, required) */
 #define EMQ_REDIS_API(X)                                                                        \
