@@ -22,9 +22,9 @@
  *   between slices when 100,000 jobs fall due at one instant.
  * - The clock (SPEC 2.1): a timer's delay is a duration on the event loop's monotonic clock, so
  *   a step of the wall clock neither fires it early nor holds it. The watch compares the wall
- *   clock with the monotonic one once a second (and each lease firing does, first): a step of
- *   more than JUMP_MIN_MS, or the event loop held that long past the watch's instant (SIGSTOP,
- *   a long command), is a jump, kept in `jumps`. A recovery firing vouches for the time since
+ *   clock with the monotonic one once a second (and each lease firing and the server's cron
+ *   do, first): a step of more than JUMP_MIN_MS, or the event loop held that long between two
+ *   looks (SIGSTOP, a long command), is a jump, kept in `jumps`. A recovery firing vouches for the time since
  *   the queue's last recovery pass less the jumps after it (expected_ms), so the command moves
  *   the live leases by exactly those; a promote firing vouches the same way less the steps
  *   only (jobs due during a stop run late, never early). A jump arms every timer at once.
@@ -106,8 +106,9 @@ static long long ticks;
 static long long firings[KINDS], moved_total[KINDS];
 static Jump jumps[JUMPS];
 static long long jumps_seen;
-/* The clocks at the last look (ms), and the monotonic instant the watch is due at. */
-static long long seen_offset, watch_due;
+/* The clocks at the last look (ms): the wall clock's offset from the monotonic one, and the
+ * monotonic instant itself (the event loop ran then). */
+static long long seen_offset, seen_mono;
 static int clocks_read;
 
 static long long mono_ms(void) {
@@ -232,11 +233,15 @@ static int look_at_clocks(void) {
     long long step = offset - seen_offset;
     if (step > JUMP_MIN_MS) remember_jump(wall - step, step, 1), jumped = 1;
     else if (step < -JUMP_MIN_MS) jumped = 1;
-    long long held = mono - watch_due;
-    if (held > JUMP_MIN_MS) remember_jump(wall - held, held, 0), jumped = 1;
-    if (held > JUMP_MIN_MS) watch_due = mono; /* counted once: the watch itself runs late */
+    /* The loop looks at least `hz` times a second (the cron hook): a longer gap is the time it
+     * was held, all of it (never less: a lease would then be recovered that much early). */
+    long long held = mono - seen_mono;
+    /* Seen now: a pass before now (even one in the millisecond the loop was last looked at,
+     * just before the hold) did not count it. */
+    if (held > JUMP_MIN_MS) remember_jump(wall, held, 0), jumped = 1;
   }
   seen_offset = offset;
+  seen_mono = mono;
   clocks_read = 1;
   return jumped;
 }
@@ -509,6 +514,13 @@ static void arm_registry(RedisModuleCtx *ctx) {
   RedisModule_FreeCallReply(r);
 }
 
+/* The cron hook (hz times a second): a held event loop is seen as soon as it runs again, and
+ * measured to within 1 / hz, where the watch alone would miss up to a second of it. */
+static void on_cron(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent, void *data) {
+  (void)eid, (void)subevent, (void)data;
+  if (running && look_at_clocks() && is_primary(ctx)) arm_all_now(ctx);
+}
+
 /* The watch: once a second, the role and the clocks; on becoming a primary (and on the first
  * tick after load) and every BACKSTOP_TICKS ticks, every queue of the registry armed from the
  * data; on a jump, every timer at once. */
@@ -532,7 +544,6 @@ static void watch(RedisModuleCtx *ctx, void *data) {
   primary = now_primary;
   ticks++;
   watch_id = RedisModule_CreateTimer(ctx, WATCH_MS, watch, NULL);
-  watch_due = mono_ms() + WATCH_MS;
   watching = 1;
 }
 
@@ -543,7 +554,6 @@ static void start(RedisModuleCtx *ctx) {
   ticks = 1;
   clocks_read = 0;
   watch_id = RedisModule_CreateTimer(ctx, 0, watch, NULL);
-  watch_due = mono_ms();
   watching = 1;
 }
 
@@ -640,6 +650,8 @@ int emq_timers_load(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (argc % 2) return REDISMODULE_ERR;
   queues = RedisModule_CreateDict(NULL);
   if (RedisModule_SubscribeToKeyspaceEvents(ctx, REDISMODULE_NOTIFY_ZSET | REDISMODULE_NOTIFY_GENERIC, on_write) != REDISMODULE_OK) return REDISMODULE_ERR;
+  static const RedisModuleEvent cron = {REDISMODULE_EVENT_CRON_LOOP, 1};
+  if (RedisModule_SubscribeToServerEvent(ctx, cron, on_cron) != REDISMODULE_OK) return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.timers", emq_timers, "admin", 0, 0, 0) != REDISMODULE_OK) return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.timers.running", emq_timers_running, "readonly fast", 0, 0, 0) != REDISMODULE_OK)
     return REDISMODULE_ERR;

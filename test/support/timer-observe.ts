@@ -102,3 +102,15 @@ export async function delayedJobs(
     await mq.close();
   }
 }
+
+/** Claims `n` new jobs of `queue` by hand under `leaseMs` leases, held by no one: they run out. */
+export async function claimedJobs(url: string, queue: string, n: number, leaseMs: number): Promise<void> {
+  const mq = await EchoMQ.connect({ url });
+  try {
+    const q = mq.queue(queue);
+    await Promise.all(Array.from({ length: n }, (_, i) => q.enqueue({ i })));
+    expect((await q.claim(n, { leaseMs })).length).toBe(n);
+  } finally {
+    await mq.close();
+  }
+}
