@@ -57,12 +57,24 @@ typedef uint64_t RedisModuleTimerID;
 typedef void (*RedisModuleTimerProc)(RedisModuleCtx *ctx, void *data);
 
 /* Keyspace notifications a module subscribes to (independent of notify-keyspace-events). */
+#define REDISMODULE_NOTIFY_GENERIC (1 << 2) /* del, expire, rename, restore (MIGRATE's write) */
 #define REDISMODULE_NOTIFY_ZSET (1 << 7)
 typedef int (*RedisModuleNotificationFunc)(RedisModuleCtx *ctx, int type, const char *event,
                                            RedisModuleString *key);
 
+/* Server events (the reference's "Server hooks"): the cron loop runs `hz` times a second, so a
+ * callback on it sees the event loop held (SIGSTOP, a long command) to within 1 / hz. */
+typedef struct {
+  uint64_t id;
+  uint64_t dataver;
+} RedisModuleEvent;
+#define REDISMODULE_EVENT_CRON_LOOP 8
+typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent, void *data);
+
 /* RedisModule_GetContextFlags: the server is a primary (not a replica). */
 #define REDISMODULE_CTX_FLAGS_MASTER (1 << 2)
+/* ... and a node of a Redis Cluster. */
+#define REDISMODULE_CTX_FLAGS_CLUSTER (1 << 5)
 
 /* X(return type, name without the RedisModule_ prefix, parameters, required) */
 #define EMQ_REDIS_API(X)                                                                        \
@@ -102,6 +114,7 @@ typedef int (*RedisModuleNotificationFunc)(RedisModuleCtx *ctx, int type, const 
     (RedisModuleCtx * ctx, long long period, RedisModuleTimerProc callback, void *data), 1)     \
   X(int, StopTimer, (RedisModuleCtx * ctx, RedisModuleTimerID id, void **data), 1)              \
   X(int, SubscribeToKeyspaceEvents, (RedisModuleCtx * ctx, int types, RedisModuleNotificationFunc cb), 1) \
+  X(int, SubscribeToServerEvent, (RedisModuleCtx * ctx, RedisModuleEvent event, RedisModuleEventCallback cb), 1) \
   X(RedisModuleDict *, CreateDict, (RedisModuleCtx * ctx), 1)                                   \
   X(void *, DictGetC, (RedisModuleDict * d, void *key, size_t keylen, int *nokey), 1)           \
   X(int, DictSetC, (RedisModuleDict * d, void *key, size_t keylen, void *ptr), 1)              \

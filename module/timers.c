@@ -13,15 +13,18 @@
  *   loads), when this server becomes a primary, and every BACKSTOP_TICKS watch ticks, from the
  *   queue registry `emq:queues`; so a restart, a failover or a key written around the
  *   notifications (RESTORE, a replica's full sync) arms too.
+ * - Redis Cluster: the registry is one key on one node, so a cluster node arms from its own
+ *   keys (a SCAN on load and on becoming a primary), and a queue whose slot is being resharded
+ *   is left alone until the slot settles (slots.c).
  * - Primary only: a replica's timers and notifications do nothing (its data comes from the
  *   primary, whose calls are replicated as their effects).
  * - Bounded: one firing moves at most SLICE jobs, then fires again at once, so clients run
  *   between slices when 100,000 jobs fall due at one instant.
  * - The clock (SPEC 2.1): a timer's delay is a duration on the event loop's monotonic clock, so
  *   a step of the wall clock neither fires it early nor holds it. The watch compares the wall
- *   clock with the monotonic one once a second (and each lease firing does, first): a step of
- *   more than JUMP_MIN_MS, or the event loop held that long past the watch's instant (SIGSTOP,
- *   a long command), is a jump, kept in `jumps`. A recovery firing vouches for the time since
+ *   clock with the monotonic one once a second (and each lease firing and the server's cron
+ *   do, first): a step of more than JUMP_MIN_MS, or the event loop held that long between two
+ *   looks (SIGSTOP, a long command), is a jump, kept in `jumps`. A recovery firing vouches for the time since
  *   the queue's last recovery pass less the jumps after it (expected_ms), so the command moves
  *   the live leases by exactly those; a promote firing vouches the same way less the steps
  *   only (jobs due during a stop run late, never early). A jump arms every timer at once.
@@ -36,6 +39,7 @@
 
 #include "host.h"
 #include "promote.h"
+#include "slots.h"
 #include "sweep_stalled.h"
 
 #include <stdio.h>
@@ -46,6 +50,7 @@
 #define SLICE 64 /* about a millisecond of work on a busy 2-core machine */
 #define SLICE_TEXT "64"
 #define WATCH_MS 1000
+#define SCAN_COUNT "1000" /* keys a discovery step looks at (a cluster node's SCAN), then clients run */
 #define BACKSTOP_TICKS 5
 #define RETRY_MS 1000 /* after a refused call (garbage in the queue's keys): no busy loop */
 #define JUMP_MIN_MS 500 /* SPEC 2.1's noise bound, as lib/jump.lua's */
@@ -93,12 +98,17 @@ static int running;
 static int primary;
 static int watching;
 static RedisModuleTimerID watch_id;
+/* A cluster node's discovery (SCAN of its own keys) in progress, and where it is. */
+static int scanning;
+static RedisModuleTimerID scan_id;
+static char scan_cursor[32];
 static long long ticks;
 static long long firings[KINDS], moved_total[KINDS];
 static Jump jumps[JUMPS];
 static long long jumps_seen;
-/* The clocks at the last look (ms), and the monotonic instant the watch is due at. */
-static long long seen_offset, watch_due;
+/* The clocks at the last look (ms): the wall clock's offset from the monotonic one, and the
+ * monotonic instant itself (the event loop ran then). */
+static long long seen_offset, seen_mono;
 static int clocks_read;
 
 static long long mono_ms(void) {
@@ -109,6 +119,10 @@ static long long mono_ms(void) {
 
 static int is_primary(RedisModuleCtx *ctx) {
   return (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER) != 0;
+}
+
+static int in_cluster(RedisModuleCtx *ctx) {
+  return (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER) != 0;
 }
 
 static Armed *queue_of(const char *prefix, size_t n) {
@@ -219,11 +233,15 @@ static int look_at_clocks(void) {
     long long step = offset - seen_offset;
     if (step > JUMP_MIN_MS) remember_jump(wall - step, step, 1), jumped = 1;
     else if (step < -JUMP_MIN_MS) jumped = 1;
-    long long held = mono - watch_due;
-    if (held > JUMP_MIN_MS) remember_jump(wall - held, held, 0), jumped = 1;
-    if (held > JUMP_MIN_MS) watch_due = mono; /* counted once: the watch itself runs late */
+    /* The loop looks at least `hz` times a second (the cron hook): a longer gap is the time it
+     * was held, all of it (never less: a lease would then be recovered that much early). */
+    long long held = mono - seen_mono;
+    /* Seen now: a pass before now (even one in the millisecond the loop was last looked at,
+     * just before the hold) did not count it. */
+    if (held > JUMP_MIN_MS) remember_jump(wall, held, 0), jumped = 1;
   }
   seen_offset = offset;
+  seen_mono = mono;
   clocks_read = 1;
   return jumped;
 }
@@ -321,6 +339,11 @@ static void fire(RedisModuleCtx *ctx, void *data) {
   t->armed = 0;
   if (!running || !is_primary(ctx)) return;
   if (a->n > 1024) return;
+  if (in_cluster(ctx) && slot_moving(slot_of(a->prefix, a->n))) {
+    /* Resharding: the queue's keys are split between two nodes until the slot settles. */
+    arm_at(ctx, t, RedisModule_Milliseconds() + RETRY_MS);
+    return;
+  }
   if (t->kind == LEASE && look_at_clocks()) {
     /* A jump since the watch looked: every queue looks again, this one now (below). */
     arm_all_now(ctx);
@@ -393,22 +416,82 @@ static void fire(RedisModuleCtx *ctx, void *data) {
   else arm_head(ctx, t);          /* the next head (due already: at once) */
 }
 
-/* `emq:{<queue>}:schedule` or `:active` changed: arm for its head when that is earlier. */
-static int on_zset(RedisModuleCtx *ctx, int type, const char *event, RedisModuleString *key) {
-  (void)type;
-  if (!running || (strcmp(event, "zadd") != 0 && strcmp(event, "zincr") != 0)) return REDISMODULE_OK;
-  size_t n;
-  const char *name = RedisModule_StringPtrLen(key, &n);
-  if (n <= 5 || memcmp(name, "emq:{", 5) != 0) return REDISMODULE_OK;
+/* `emq:{<queue>}:schedule` or `:active` was written: arm for its head when that is earlier. */
+static void arm_for_key(RedisModuleCtx *ctx, const char *name, size_t n) {
+  if (n <= 5 || memcmp(name, "emq:{", 5) != 0) return;
   static const char *const suffix[KINDS] = {"}:schedule", "}:active"};
   for (int k = 0; k < KINDS; k++) {
     size_t sn = strlen(suffix[k]);
     if (n <= 5 + sn || memcmp(name + n - sn, suffix[k], sn) != 0) continue;
-    if (!is_primary(ctx)) return REDISMODULE_OK;
-    arm_head(ctx, &queue_of(name, n - (sn - 2))->t[k]);
-    return REDISMODULE_OK;
+    if (is_primary(ctx)) arm_head(ctx, &queue_of(name, n - (sn - 2))->t[k]);
+    return;
   }
+}
+
+/* A ZADD or ZINCRBY; or a RESTORE, the write MIGRATE makes on the node a slot moves to (and a
+ * raw RESTORE anywhere): keys that arrive whole, without a zadd. */
+static int on_write(RedisModuleCtx *ctx, int type, const char *event, RedisModuleString *key) {
+  int zset = type & REDISMODULE_NOTIFY_ZSET;
+  if (!running || (zset ? strcmp(event, "zadd") != 0 && strcmp(event, "zincr") != 0 : strcmp(event, "restore") != 0))
+    return REDISMODULE_OK;
+  size_t n;
+  const char *name = RedisModule_StringPtrLen(key, &n);
+  arm_for_key(ctx, name, n);
   return REDISMODULE_OK;
+}
+
+/* A queue's keys (its schedule, active or meta) are in this server's keyspace (on a cluster node: it serves their slot). */
+static int holds(RedisModuleCtx *ctx, const Armed *a) {
+  char buf[1100];
+  if (a->n > 1024) return 0;
+  int held = 0;
+  static const char *const names[] = {"schedule", "active", "meta"};
+  for (int k = 0; k < 3 && !held; k++) {
+    RedisModuleString *name = RedisModule_CreateString(ctx, buf, key_name(buf, a, names[k]));
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_READ);
+    held = key && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY;
+    if (key) RedisModule_CloseKey(key);
+    RedisModule_FreeString(ctx, name);
+  }
+  return held;
+}
+
+/* A cluster node's discovery: `emq:queues` is one key in one slot, on one node, so a node arms
+ * from its own keys instead, walking them SCAN_COUNT at a time (a zero-delay timer between
+ * steps, so clients run) for every `emq:{<queue>}:schedule` and `:active`. Started on load and
+ * whenever this node becomes a primary. */
+static void scan_step(RedisModuleCtx *ctx, void *data) {
+  (void)data;
+  scanning = 0;
+  if (!running || !is_primary(ctx)) return;
+  RedisModuleCallReply *r =
+      RedisModule_Call(ctx, "SCAN", "cccccc", scan_cursor, "MATCH", "emq:{*}:*", "COUNT", SCAN_COUNT, "TYPE", "zset");
+  if (!r || RedisModule_CallReplyType(r) != REDISMODULE_REPLY_ARRAY || RedisModule_CallReplyLength(r) != 2) {
+    if (r) RedisModule_FreeCallReply(r);
+    return;
+  }
+  size_t cn = 0;
+  const char *next = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(r, 0), &cn);
+  RedisModuleCallReply *keys = RedisModule_CallReplyArrayElement(r, 1);
+  for (size_t i = 0; i < RedisModule_CallReplyLength(keys); i++) {
+    size_t len;
+    const char *k = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(keys, i), &len);
+    if (k) arm_for_key(ctx, k, len);
+  }
+  int more = next && cn > 0 && cn < sizeof(scan_cursor) && !(cn == 1 && next[0] == '0');
+  if (more) snprintf(scan_cursor, sizeof(scan_cursor), "%.*s", (int)cn, next);
+  RedisModule_FreeCallReply(r);
+  if (more) {
+    scan_id = RedisModule_CreateTimer(ctx, 0, scan_step, NULL);
+    scanning = 1;
+  }
+}
+
+static void start_scan(RedisModuleCtx *ctx) {
+  snprintf(scan_cursor, sizeof(scan_cursor), "0");
+  if (scanning) return; /* the walk in progress goes on from the start */
+  scan_id = RedisModule_CreateTimer(ctx, 0, scan_step, NULL);
+  scanning = 1;
 }
 
 /* Every queue of the registry, armed for its heads. */
@@ -431,6 +514,13 @@ static void arm_registry(RedisModuleCtx *ctx) {
   RedisModule_FreeCallReply(r);
 }
 
+/* The cron hook (hz times a second): a held event loop is seen as soon as it runs again, and
+ * measured to within 1 / hz, where the watch alone would miss up to a second of it. */
+static void on_cron(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent, void *data) {
+  (void)eid, (void)subevent, (void)data;
+  if (running && look_at_clocks() && is_primary(ctx)) arm_all_now(ctx);
+}
+
 /* The watch: once a second, the role and the clocks; on becoming a primary (and on the first
  * tick after load) and every BACKSTOP_TICKS ticks, every queue of the registry armed from the
  * data; on a jump, every timer at once. */
@@ -440,12 +530,20 @@ static void watch(RedisModuleCtx *ctx, void *data) {
   if (!running) return;
   int now_primary = is_primary(ctx);
   int jumped = look_at_clocks();
-  if (now_primary && (!primary || ticks % BACKSTOP_TICKS == 0)) arm_registry(ctx);
+  if (now_primary && in_cluster(ctx)) {
+    /* Each node arms the queues whose keys it holds (SPEC 26.1 point 11): from its own keys on
+     * becoming a primary, and the known queues' heads as the backstop. */
+    slots_refresh(ctx);
+    if (!primary) start_scan(ctx);
+    else if (ticks % BACKSTOP_TICKS == 0)
+      for (Armed *a = all; a; a = a->next) arm_heads(ctx, a);
+  } else if (now_primary && (!primary || ticks % BACKSTOP_TICKS == 0)) {
+    arm_registry(ctx);
+  }
   if (now_primary && jumped) arm_all_now(ctx);
   primary = now_primary;
   ticks++;
   watch_id = RedisModule_CreateTimer(ctx, WATCH_MS, watch, NULL);
-  watch_due = mono_ms() + WATCH_MS;
   watching = 1;
 }
 
@@ -456,7 +554,6 @@ static void start(RedisModuleCtx *ctx) {
   ticks = 1;
   clocks_read = 0;
   watch_id = RedisModule_CreateTimer(ctx, 0, watch, NULL);
-  watch_due = mono_ms();
   watching = 1;
 }
 
@@ -464,6 +561,8 @@ static void stop(RedisModuleCtx *ctx) {
   running = 0;
   if (watching) RedisModule_StopTimer(ctx, watch_id, NULL);
   watching = 0;
+  if (scanning) RedisModule_StopTimer(ctx, scan_id, NULL);
+  scanning = 0;
   for (Armed *a = all; a; a = a->next)
     for (int k = 0; k < KINDS; k++) disarm(ctx, &a->t[k]);
 }
@@ -477,8 +576,13 @@ static long long armed_count(int kind) {
 /* EMQ.TIMERS LIST: per queue [prefix, promote armed at, lease armed at (-1: not armed),
  * recovery mode, leases recovered here]. */
 static int reply_list(RedisModuleCtx *ctx) {
-  RedisModule_ReplyWithArray(ctx, (long)known);
+  /* A cluster node lists the queues it holds: one whose slot moved away is no longer its own. */
+  int cluster = in_cluster(ctx);
+  long listed = 0;
+  for (Armed *a = all; a; a = a->next) listed += !cluster || holds(ctx, a);
+  RedisModule_ReplyWithArray(ctx, listed);
   for (Armed *a = all; a; a = a->next) {
+    if (cluster && !holds(ctx, a)) continue;
     RedisModule_ReplyWithArray(ctx, 5);
     RedisModuleString *p = RedisModule_CreateString(ctx, a->prefix, a->n);
     RedisModule_ReplyWithString(ctx, p);
@@ -545,7 +649,9 @@ int emq_timers_load(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   }
   if (argc % 2) return REDISMODULE_ERR;
   queues = RedisModule_CreateDict(NULL);
-  if (RedisModule_SubscribeToKeyspaceEvents(ctx, REDISMODULE_NOTIFY_ZSET, on_zset) != REDISMODULE_OK) return REDISMODULE_ERR;
+  if (RedisModule_SubscribeToKeyspaceEvents(ctx, REDISMODULE_NOTIFY_ZSET | REDISMODULE_NOTIFY_GENERIC, on_write) != REDISMODULE_OK) return REDISMODULE_ERR;
+  static const RedisModuleEvent cron = {REDISMODULE_EVENT_CRON_LOOP, 1};
+  if (RedisModule_SubscribeToServerEvent(ctx, cron, on_cron) != REDISMODULE_OK) return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.timers", emq_timers, "admin", 0, 0, 0) != REDISMODULE_OK) return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.timers.running", emq_timers_running, "readonly fast", 0, 0, 0) != REDISMODULE_OK)
     return REDISMODULE_ERR;

@@ -103,6 +103,7 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
       this.id,
       () => this.leases.size,
       () => this.slots.open(),
+      (err) => this.emit('error', err),
     );
     this.slots = new Slots<D>(queue, s, this.id, this.leases, this.parking, this.legs, this, {
       claiming: () => !this.closing && !this.pausedHere,

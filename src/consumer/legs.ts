@@ -8,9 +8,12 @@
 // releases due jobs and recovers expired leases itself, and its releases wake parked consumers
 // through the wake stream: the promote and recovery legs then run every BACKSTOP_BEATS beats
 // only (a backstop, and the moment hello is asked again, so a failover to a server without the
-// timers is seen within one), and the heartbeat keeps its beat.
+// timers is seen within one), and the heartbeat keeps its beat. The server recovers by meta's
+// recovery, so the first pass that sees the timers makes it this consumer's or says why not
+// (recovery-agreement.ts).
 
 import { hostname } from 'node:os';
+import type { EchoMQError } from '../core/errors.js';
 import { deliverNotices } from '../flows/handoff.js';
 import { JobSchedulers } from '../recurring/schedulers.js';
 import { PROTOCOL_VERSIONS } from '../wire/keyspace.js';
@@ -18,6 +21,7 @@ import type { QueueWire } from '../wire/queue-wire.js';
 import * as verbs from '../wire/verbs/index.js';
 import type { ConsumeSettings } from './options.js';
 import type { Wake } from './park.js';
+import { agreeRecovery } from './recovery-agreement.js';
 
 /** With the server's timers: the beats between two of this consumer's promote or recovery passes. */
 export const BACKSTOP_BEATS = 10;
@@ -41,6 +45,8 @@ export class Legs {
   private recurringDueAt = Number.POSITIVE_INFINITY; // local performance.now()
   /** The schedulers' hand-off (advance) this consumer runs in its recurrence leg. */
   private readonly schedulers: JobSchedulers;
+  /** Meta's recovery was made this consumer's, or the difference reported, since the timers were seen. */
+  private recoveryAgreed = false;
 
   constructor(
     private readonly queue: QueueWire,
@@ -51,6 +57,8 @@ export class Legs {
     private readonly running: () => number,
     /** A leg released or minted jobs: the queue is no longer short. */
     private readonly onReleased: () => void,
+    /** Something the user should fix and the consumer carries on past (its 'error' event). */
+    private readonly warn: (err: EchoMQError) => void,
   ) {
     this.schedulers = new JobSchedulers(queue);
   }
@@ -101,6 +109,11 @@ export class Legs {
     // With the server's timers the pass is a backstop: once in BACKSTOP_BEATS beats, when hello
     // is also asked again (the timers may have stopped, or a failover found a server without).
     const backstop = this.serverMovesTime;
+    if (backstop && !this.recoveryAgreed) {
+      const differs = await agreeRecovery(this.queue, recovery, this.settings.maxStalled);
+      this.recoveryAgreed = true;
+      if (differs) this.warn(differs);
+    } else if (!backstop) this.recoveryAgreed = false; // timers seen again later: agree again
     const gapMs = backstop ? beatMs * BACKSTOP_BEATS : beatMs;
     if (!backstop || now - this.lastRecoveryPassAt >= gapMs - beatMs / 2) {
       if (backstop) await this.queue.greetAgain();

@@ -21,7 +21,7 @@ export type ErrorCode =
   | 'EMQJOBFAILED' // waitFor: the job ended dead
   | 'EMQNOSERVER' // no redis-server to talk to
   | 'EMQPROTOCOL' // a queue written by an incompatible protocol version
-  | 'EMQFLEET' // migrate: a live consumer does not speak the version it steps to
+  | 'EMQFLEET' // migrate: a live consumer does not speak the version it steps to; a consumer's recovery differs from the queue's meta the module's timers run
   | 'EMQNOMODULE' // connect({ module: 'require' }) on a server without the native module
   | 'EMQSANDBOX' // a sandboxed handler's thread or process ended while running a job
   | 'EMQDURABILITY'; // a write the replicas asked for did not confirm in time (durability)

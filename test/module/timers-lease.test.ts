@@ -13,63 +13,24 @@ import { holdJobs, killHolder } from '../support/held-consumer.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
 import { serverNow } from '../support/observe.js';
 import { RedisServer } from '../support/redis-server.js';
-import { pause, poll } from '../support/wait.js';
+import {
+  claimedJobs,
+  eventsOf,
+  expectOnceOnTime,
+  scoresOf,
+  timerCounters,
+} from '../support/timer-observe.js';
+import { poll } from '../support/wait.js';
 
 const TIMERS = loadModuleArgs({ timers: 'on' });
 
-/** EMQ.TIMERS' lease entries (appended after the promote timer's five). */
-async function leaseTimers(raw: Redis): Promise<{ armed: number; firings: number; recovered: number }> {
-  const r = (await raw.call('EMQ.TIMERS')) as number[];
-  return { armed: r[5]!, firings: r[6]!, recovered: r[7]! };
-}
-
-/** Each job's events as [name, ms of the stream id] (an entry for several jobs lists them in `ids`). */
-async function eventsOf(raw: Redis, queue: string): Promise<Map<string, [string, number][]>> {
-  const by = new Map<string, [string, number][]>();
-  for (const [sid, f] of await raw.xrange(`emq:{${queue}}:events`, '-', '+')) {
-    const field = (name: string) => {
-      for (let i = 0; i < f.length; i += 2) if (f[i] === name) return f[i + 1];
-      return undefined;
-    };
-    for (const id of (field('ids') ?? field('id')!).split(' ')) {
-      if (!by.has(id)) by.set(id, []);
-      by.get(id)!.push([field('event')!, Number(sid.split('-')[0])]);
-    }
-  }
-  return by;
-}
-
-/** The lease deadlines in active, id → score. */
-async function deadlines(raw: Redis, queue: string): Promise<Map<string, number>> {
-  const flat = await raw.zrange(`emq:{${queue}}:active`, 0, -1, 'WITHSCORES');
-  const m = new Map<string, number>();
-  for (let i = 0; i < flat.length; i += 2) m.set(flat[i]!, Number(flat[i + 1]));
-  return m;
-}
-
 /** Every job recovered once (its one `stalled` event), at or after its deadline. */
-async function expectRecoveredOnTime(raw: Redis, queue: string, due: Map<string, number>): Promise<void> {
-  const events = await eventsOf(raw, queue);
-  for (const [id, deadline] of due) {
-    const stalled = (events.get(id) ?? []).filter(([e]) => e === 'stalled');
-    expect(stalled.length, `job ${id} recovered once`).toBe(1);
-    expect(stalled[0]![1], `job ${id} not before its deadline`).toBeGreaterThanOrEqual(deadline);
-  }
-}
+const expectRecoveredOnTime = (raw: Redis, queue: string, due: Map<string, number>) =>
+  expectOnceOnTime(raw, queue, due, 'stalled');
+
+const deadlines = (raw: Redis, queue: string) => scoresOf(raw, queue, 'active');
 
 const pendingOf = (raw: Redis, queue: string) => raw.zcard(`emq:{${queue}}:pending`);
-
-/** Claims `n` jobs by hand under `leaseMs` leases and lets them run out. */
-async function claimed(url: string, queue: string, n: number, leaseMs: number): Promise<void> {
-  const mq = await EchoMQ.connect({ url });
-  try {
-    const q = mq.queue(queue);
-    await Promise.all(Array.from({ length: n }, (_, i) => q.enqueue({ i })));
-    expect((await q.claim(n, { leaseMs })).length).toBe(n);
-  } finally {
-    await mq.close();
-  }
-}
 
 describe.skipIf(!nativeModule.path)(
   `the module's lease timers${nativeModule.missing ? ` (${nativeModule.missing})` : ''}`,
@@ -102,8 +63,8 @@ describe.skipIf(!nativeModule.path)(
         // The holder is dead: these deadlines are final.
         const due = await deadlines(raw, queue);
         expect(due.size).toBe(n);
-        const before = await leaseTimers(raw);
-        expect(before.armed).toBeGreaterThan(0);
+        const before = await timerCounters(raw);
+        expect(before.leaseArmed).toBeGreaterThan(0);
         await poll(
           () => pendingOf(raw, queue),
           (c) => c === n,
@@ -111,7 +72,7 @@ describe.skipIf(!nativeModule.path)(
           20_000,
         );
         await expectRecoveredOnTime(raw, queue, due);
-        expect((await leaseTimers(raw)).recovered - before.recovered).toBe(n);
+        expect((await timerCounters(raw)).recovered - before.recovered).toBe(n);
 
         // Run again by a consumer that never recovers anything itself: each ends once.
         const ended = new Map<string, number>();
@@ -150,8 +111,8 @@ describe.skipIf(!nativeModule.path)(
       const off = uniqueQueue('lease-off');
       await raw.hset(`emq:{${stalled}}:meta`, 'recovery', 'stalled', 'max_stalled', '0');
       await raw.hset(`emq:{${off}}:meta`, 'recovery', 'off');
-      await claimed(server.url, stalled, 5, 300);
-      await claimed(server.url, off, 5, 300);
+      await claimedJobs(server.url, stalled, 5, 300);
+      await claimedJobs(server.url, off, 5, 300);
       const due = await deadlines(raw, stalled);
       await poll(
         () => raw.zcard(`emq:{${stalled}}:dead`),
@@ -185,7 +146,7 @@ describe.skipIf(!nativeModule.path)(
       expect(((await raw.call('EMQ.TIMERS', 'OFF')) as number[])[0]).toBe(0);
       await raw.call('MODULE', 'UNLOAD', 'echomq');
       try {
-        await claimed(server.url, queue, 6, 200);
+        await claimedJobs(server.url, queue, 6, 200);
         const due = await deadlines(raw, queue);
         const last = Math.max(...due.values());
         await poll(
@@ -248,7 +209,7 @@ describe.skipIf(!nativeModule.path)("the module's lease timers on a replica", ()
 
   it('recover on the primary only; the replica follows its effects', async () => {
     const queue = uniqueQueue('lease-ha');
-    await claimed(primary.url, queue, 10, 200);
+    await claimedJobs(primary.url, queue, 10, 200);
     const due = await deadlines(p, queue);
     await poll(
       () => pendingOf(p, queue),
@@ -260,7 +221,7 @@ describe.skipIf(!nativeModule.path)("the module's lease timers on a replica", ()
     expect(await pendingOf(r, queue)).toBe(10);
     expect(await r.zcard(`emq:{${queue}}:active`)).toBe(0);
     await expectRecoveredOnTime(r, queue, due);
-    expect((await leaseTimers(r)).firings).toBe(0);
+    expect((await timerCounters(r)).leaseFirings).toBe(0);
     expect(await r.call('EMQ.TIMERS.RUNNING')).toBe(0);
   });
 });
@@ -283,7 +244,7 @@ describe.skipIf(!nativeModule.path || !clockShim.path)(
     it('recover nothing early after a step forward: each lease keeps the time it had left', async () => {
       const queue = uniqueQueue('lease-step');
       // A first pass, so the queue has a clock_lease to measure the step against.
-      await claimed(server.url, queue, 1, 50);
+      await claimedJobs(server.url, queue, 1, 50);
       await poll(
         () => pendingOf(raw, queue),
         (c) => c === 1,
@@ -297,12 +258,19 @@ describe.skipIf(!nativeModule.path || !clockShim.path)(
         expect(held.length).toBe(1);
         await Promise.all(Array.from({ length: 3 }, (_, i) => q.enqueue({ i })));
         expect((await q.claim(3, { leaseMs: 4000 })).length).toBe(3);
+        const before = await timerCounters(raw);
         const started = performance.now();
         clock.step(60_000);
-        // Well past the step's detection and a backstop, and before the leases' own 4 s ran out.
-        await pause(2500);
+        // The watch sees the step and every timer fires at once: the queue's lease timer (armed
+        // 4 s out, nothing else fires it before) has a firing only from the jump.
+        await poll(
+          () => timerCounters(raw),
+          (t) => t.jumps > before.jumps && t.leaseFirings > before.leaseFirings,
+          'the watch to count the step and a lease firing after it',
+          10_000,
+        );
+        // Before the leases' own 4 s ran out (a slow machine may have spent them: then unchecked).
         if (performance.now() - started < 3800) expect(await raw.zcard(`emq:{${queue}}:active`)).toBe(4);
-        expect(((await raw.call('EMQ.TIMERS')) as number[])[8]).toBeGreaterThan(0);
         await poll(
           () => pendingOf(raw, queue),
           (c) => c === 4,

@@ -28,6 +28,11 @@ export interface RedisClusterOptions {
   nodeTimeoutMs?: number;
   /** Put a TCP proxy in front of each node's client port, for cutReplication(). */
   replicationProxies?: boolean;
+  /**
+   * redis-server arguments that load a module on every node, e.g. the native module with its
+   * timers on: `loadModuleArgs({ timers: 'on' })` (test/support/native-module.ts). Default none.
+   */
+  loadModule?: string[];
 }
 
 interface NodeRow {
@@ -71,6 +76,7 @@ export class RedisCluster {
             // Small: six servers share the machine with other work.
             '--maxmemory',
             '256mb',
+            ...(opts.loadModule ?? []),
           ],
         });
         nodes.push(node);
