@@ -74,7 +74,7 @@ func (q *Queue) Events(from string) (*Events, error) {
 	r := &Events{q: q, LastID: from, BlockMs: 5000, Count: 500}
 	if from == "$" {
 		// Pin '$' to a concrete id, so a reconnect resumes from it instead of skipping.
-		conn := q.client.pool.Get()
+		conn := q.conn()
 		defer conn.Close()
 		last, err := redis.Values(conn.Do("XREVRANGE", q.Key("events"), "+", "-", "COUNT", 1))
 		if err != nil {
@@ -92,7 +92,7 @@ func (q *Queue) Events(from string) (*Events, error) {
 // Next blocks up to BlockMs for the next entries and returns their events (none on timeout).
 func (r *Events) Next() ([]Event, error) {
 	if r.conn == nil {
-		conn, err := r.q.client.dial()
+		conn, err := r.q.dialBlocking()
 		if err != nil {
 			return nil, err
 		}
