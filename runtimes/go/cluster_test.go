@@ -14,11 +14,11 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// testCluster starts a Redis Cluster of its own for one test: `masters` primaries, no
-// replicas, on free ports, joined with redis-cli --cluster create; stopped when the test ends.
-// Without redis-server or redis-cli the test skips, saying so. It returns each node's address
-// and server process.
-func testCluster(t *testing.T, masters int) ([]string, map[string]*os.Process) {
+// testCluster starts a Redis Cluster of its own for one test: `masters` primaries with
+// `replicas` replicas each, on free ports, joined with redis-cli --cluster create; stopped when
+// the test ends. Without redis-server or redis-cli the test skips, saying so. It returns each
+// node's address and server process.
+func testCluster(t *testing.T, masters, replicas int) ([]string, map[string]*os.Process) {
 	t.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -30,7 +30,7 @@ func testCluster(t *testing.T, masters int) ([]string, map[string]*os.Process) {
 	}
 	var addrs []string
 	procs := map[string]*os.Process{}
-	for i := 0; i < masters; i++ {
+	for i := 0; i < masters*(1+replicas); i++ {
 		port, bus := freePort(t), freePort(t)
 		dir := t.TempDir()
 		cmd := exec.Command(server, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -54,19 +54,24 @@ func testCluster(t *testing.T, masters int) ([]string, map[string]*os.Process) {
 		addrs = append(addrs, addr)
 		procs[addr] = cmd.Process
 	}
-	create := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-yes")...)
+	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
+	create := exec.Command(cli, args...)
 	if out, err := create.CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	waitFor(t, 20*time.Second, "cluster_state:ok on every node", func() bool {
+	waitFor(t, 30*time.Second, "cluster_state:ok on every node, every replica in sync", func() bool {
 		for _, addr := range addrs {
 			conn, err := redis.Dial("tcp", addr)
 			if err != nil {
 				return false
 			}
 			info, _ := redis.String(conn.Do("CLUSTER", "INFO"))
+			repl, _ := redis.String(conn.Do("INFO", "replication"))
 			conn.Close()
-			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", masters)) {
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(addrs))) {
+				return false
+			}
+			if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
 				return false
 			}
 		}
@@ -166,7 +171,7 @@ func (tl *tally) endsOnce(t *testing.T, ids []string) {
 }
 
 func TestKeySlotIsTheClustersOwnForEveryKindOfKey(t *testing.T) {
-	addrs, _ := testCluster(t, 3)
+	addrs, _ := testCluster(t, 3, 0)
 	keys := []string{"", "a", "foo", "emq:queues", "emq:{mail}:job:JOB123", "emq:{mail}:wake", "{user1000}.following",
 		"foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}", "{", "}{", "a{b", "émq:{ünïcode}:meta", "emq:{cl-7}:", "123456789"}
 	for i := 0; i < 200; i++ {
@@ -184,7 +189,7 @@ func TestKeySlotIsTheClustersOwnForEveryKindOfKey(t *testing.T) {
 }
 
 func TestQueuesInDifferentSlotsEnqueueAndConsumeOnTheirOwnPrimaries(t *testing.T) {
-	addrs, _ := testCluster(t, 3)
+	addrs, _ := testCluster(t, 3, 0)
 	client := clusterClient(t, addrs[1])
 	nodes := map[string]bool{}
 	var all []*tally
@@ -265,7 +270,7 @@ func migrateSlot(t *testing.T, addrs []string, slot int, from, to string, betwee
 }
 
 func TestAReshardedQueueIsFollowedThroughAskAndMovedWithNoJobLostOrRunTwice(t *testing.T) {
-	addrs, _ := testCluster(t, 3)
+	addrs, _ := testCluster(t, 3, 0)
 	client := clusterClient(t, addrs[0])
 	q, err := client.Queue("resharded")
 	if err != nil {
@@ -335,7 +340,7 @@ func TestAReshardedQueueIsFollowedThroughAskAndMovedWithNoJobLostOrRunTwice(t *t
 }
 
 func TestAPrimaryGoneForGoodFailsACallWithAClearErrorAfterClusterWait(t *testing.T) {
-	addrs, procs := testCluster(t, 3)
+	addrs, procs := testCluster(t, 3, 0)
 	client, err := Connect("redis://"+addrs[0], Options{ProtocolDir: protocolDir(t), ClusterWait: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -360,4 +365,62 @@ func TestAPrimaryGoneForGoodFailsACallWithAClearErrorAfterClusterWait(t *testing
 	if client.cluster.refreshes.Load() == refreshes {
 		t.Errorf("the map was not refreshed after the connection dropped")
 	}
+}
+
+// replOffset is a node's replication offset (a primary's master_repl_offset, a replica's
+// slave_repl_offset).
+func replOffset(t *testing.T, addr, field string) string {
+	info, _ := redis.String(nodeDo(t, addr, "INFO", "replication"), nil)
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, field+":") {
+			return strings.TrimSpace(strings.TrimPrefix(line, field+":"))
+		}
+	}
+	return ""
+}
+
+func TestAFailoverOfTheQueuesPrimaryIsFollowedByProducerAndConsumer(t *testing.T) {
+	addrs, procs := testCluster(t, 3, 1)
+	client := clusterClient(t, addrs[0])
+	q, err := client.Queue("failover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary := client.cluster.nodeOf(q.slot)
+	var ids []string
+	enqueue := func(n int) {
+		for i := 0; i < n; i++ {
+			a, err := q.Enqueue(map[string]int{"n": len(ids)}, nil)
+			if err != nil {
+				t.Fatalf("enqueue %d: %v", len(ids), err)
+			}
+			ids = append(ids, a.ID)
+		}
+	}
+	enqueue(30)
+	tl, c := consumeAll(t, q)
+	defer c.Close(5 * time.Second)
+	tl.endsOnce(t, ids)
+	// The replica has every write (none in flight when its primary dies: asynchronous
+	// replication may lose the last ones, which is Redis's to answer for, not the router's).
+	var replica string
+	for _, addr := range addrs {
+		repl, _ := redis.String(nodeDo(t, addr, "INFO", "replication"), nil)
+		if strings.Contains(repl, "role:slave") && strings.Contains(repl, "master_port:"+primary[strings.LastIndexByte(primary, ':')+1:]) {
+			replica = addr
+		}
+	}
+	if replica == "" {
+		t.Fatalf("no replica of %s", primary)
+	}
+	waitFor(t, 10*time.Second, "the replica to have every write", func() bool {
+		return replOffset(t, primary, "master_repl_offset") == replOffset(t, replica, "slave_repl_offset")
+	})
+	procs[primary].Kill()
+	// The next call waits (retrying, refreshing the map) until the replica serves the slot.
+	enqueue(30)
+	if got := client.cluster.nodeOf(q.slot); got != replica {
+		t.Errorf("the map says slot %d is on %s, the promoted replica is %s", q.slot, got, replica)
+	}
+	tl.endsOnce(t, ids)
 }
