@@ -312,9 +312,10 @@ func retryable(results []result) error {
 
 // settle sends group again until the cluster takes it: to the node a MOVED or ASK named, or
 // after a dropped connection, CLUSTERDOWN or TRYAGAIN to the slot's primary by a fresh map,
-// backing off, within r.wait. A command whose connection dropped is sent again: the scripts
-// are fenced by lease tokens and idempotent on job ids (SPEC 8), so a call that ran before the
-// drop and runs again ends as the first did, or is refused (a lease already spent).
+// backing off, within r.wait. A command whose connection dropped is sent again, though it may
+// have run: the scripts are idempotent on job ids and fenced by lease tokens (SPEC 8), so the
+// repeat answers `duplicate` (an enqueue), leaves claimed jobs to the reaper (a claim) or is
+// refused as a lost lease (a completion); no job runs twice on account of it.
 func (r *router) settle(group []command, slot int, cause error) []result {
 	deadline := time.Now().Add(r.wait)
 	redirects := 0

@@ -224,6 +224,14 @@ func TestQueuesInDifferentSlotsEnqueueAndConsumeOnTheirOwnPrimaries(t *testing.T
 		tl, c := consumeAll(t, q)
 		defer c.Close(5 * time.Second)
 		all, ids = append(all, tl), append(ids, qids)
+		// Its blocking read of the wake stream is parked on the queue's primary, where its
+		// CLIENT UNBLOCK goes.
+		waitFor(t, 10*time.Second, "the consumer of "+q.Name+" to park on the wake stream", func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			p, ok := c.blocking.(*pinnedConn)
+			return ok && p.addr == client.cluster.nodeOf(q.slot) && c.blockingID != 0
+		})
 		// A read of the row (a MULTI on the queue's node) sees the job.
 		if view, err := q.Get(qids[0]); err != nil || view == nil {
 			t.Fatalf("Get(%s) on %s: %v %v", qids[0], q.Name, view, err)
