@@ -2,14 +2,21 @@
 // its idle cron is ~0.1M instructions/s), EchoMQ and BullMQ driven through bench/adapters, counts
 // zeroed after a warm-up (1,100 jobs for c1, so retention is at its steady state) and divided by N.
 // Instruction counts hold on a loaded machine where seconds do not. Needs valgrind.
-//   npx tsx bench/callgrind.ts [c1|c100|add|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job;
+//   npx tsx bench/callgrind.ts [c1|c100|add|wire|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job;
 //   PROTOCOL=2: EchoMQ's queues at protocol version 2)
 //   c100: N processed at concurrency 100 out of a backlog of WAITING (default N) jobs
+//   wire: EchoMQ only, complete+claim at c1 sent by one plain client, no consumer: the scripts'
+//   own cost. A consumer's timers (recovery, promote, heartbeat) run per second, and valgrind
+//   stretches the run to 10-20 s by the machine's load, so c1's figure carries ~10k of them per
+//   job that moves from run to run; wire's does not, so it is the one to compare script changes by.
+//   SCRIPTS=<dir>: wire runs the scripts of that directory (a baseline checkout's protocol/scripts)
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { loadScripts } from '../src/wire/scripts.js';
 import type { Adapter } from './adapters/adapter.js';
 import { bullmqAdapter } from './adapters/bullmq.js';
 import { echomqAdapter, useProtocolVersion } from './adapters/echomq.js';
@@ -128,8 +135,37 @@ async function main() {
       stats(N)
     );
   };
+  /** complete+claim at c1 from one plain client (EVALSHA): after WARM completions, per job. */
+  const wire = async () => {
+    const q = `wire-${Date.now()}`;
+    const s = await echomqAdapter.open(url, q);
+    const warm = Number(process.env.WARM ?? 1100);
+    const items = payloads(N + warm + 1);
+    for (let i = 0; i < items.length; i += 1000) await s.addBulk(items.slice(i, i + 1000));
+    await s.close();
+    const scripts = loadScripts(process.env.SCRIPTS);
+    const r = new Redis(url);
+    const p = `emq:{${q}}:`;
+    for (const name of ['claim', 'complete']) await r.script('LOAD', scripts.get(name)!.body);
+    const run = async (name: string, argv: string[]) => {
+      const sc = scripts.get(name)!;
+      return (await r.evalsha(sc.sha, sc.keys.length, ...sc.keys.map((k) => p + k), ...argv)) as unknown[];
+    };
+    let job = ((await run('claim', [p, '1', '30000', 'wire']))[0] as unknown[]).slice(0, 2);
+    const step = async () => {
+      const reply = await run('complete', [p, '30000', '1', String(job[0]), String(job[1]), '', 'wire']);
+      job = (reply[1] as unknown[]).slice(0, 2);
+    };
+    for (let i = 0; i < warm; i++) await step();
+    zero();
+    for (let i = 0; i < N; i++) await step();
+    const ir = total();
+    r.disconnect();
+    return `echomq wire c1: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim, no consumer)${stats(N)}`;
+  };
   const rows: string[] = [];
   try {
+    if (what === 'wire') rows.push(await wire());
     for (const lib of libs) {
       const a = adapters[lib];
       if (!a) throw new Error(`no library ${lib}: echomq, bullmq or both`);

@@ -9,13 +9,20 @@ local function trim_slack(keep)
   return math.min(100, math.floor(keep / 10))
 end
 
-local function trim(p, set, keep, age, now, window)
+-- `floor` (optional): a lower bound of the set's scores (a finish instant no member is older
+-- than). Above now - age no member can be old, so the age probe is skipped; one above `now` is
+-- no bound (the clock stepped back, and this call's members score below it). True when the
+-- call looked at the set's oldest members (popped or probed), so the caller's floor is stale.
+local function trim(p, set, keep, age, now, window, floor)
   local excess = redis.call('ZCARD', set) - keep
   local old = {}
+  local looked = true
   if excess > trim_slack(keep) then
     old = redis.call('ZPOPMIN', set, math.min(excess, 1000)) -- member, score pairs, oldest first
-  elseif age >= 0 then
+  elseif age >= 0 and not (floor and floor > now - age and floor <= now) then
     old = redis.call('ZRANGEBYSCORE', set, '-inf', string.format('%d', now - age), 'WITHSCORES', 'LIMIT', '0', '100')
+  else
+    looked = false
   end
   if #old > 0 then
     local rows, ids, ended = {}, {}, {}
@@ -31,6 +38,22 @@ local function trim(p, set, keep, age, now, window)
     redis.call('DEL', unpack(rows))
     if excess <= trim_slack(keep) then redis.call('ZREM', set, unpack(ids)) end -- ZPOPMIN took them
     remember(p, ended, now, window)
+  end
+  return looked
+end
+
+-- trim with its floor kept in meta `field` (text, as HMGET read it; nil: none): a steady stream
+-- of completions, whose oldest member is far younger than the age bound, pays no age probe per
+-- call, only a ZRANGE and a meta write per trim. The floor is the oldest member's score after a
+-- trim, so it stays a lower bound while members only join at the current instant (complete is
+-- the set's one writer) and leave (retention, clean, remove).
+local function trim_floored(p, set, keep, age, now, window, meta, field, floor)
+  if not trim(p, set, keep, age, now, window, tonumber(floor)) then return end
+  local head = redis.call('ZRANGE', set, '0', '0', 'WITHSCORES')
+  if head[2] then
+    if head[2] ~= floor then redis.call('HSET', meta, field, head[2]) end
+  elseif floor then
+    redis.call('HDEL', meta, field)
   end
 end
 

@@ -14,7 +14,9 @@
 --   lib/bulk.lua emit_batch); then claim's events. Counts completions per minute in
 --   stats:<epoch minute> (hash field completed, kept 2 hours) for tools. Retention trims completed by
 --   meta keep_completed (count, default 1000; in batches: up to a tenth, at most 100, over it
---   before a trim back to it) and keep_completed_ms (age, default 1 day).
+--   before a trim back to it) and keep_completed_ms (age, default 1 day), keeping meta
+--   completed_floor (the oldest member's finish after a trim) so the age probe runs only when
+--   the oldest could be old.
 --   A job with a dedupe lock (row field dedupe) frees it; a job with a parent counts down its
 --   parent (lib/flow.lua): waiting (parent) when that was the last child.
 -- >>> lib/rows.lua
@@ -211,13 +213,20 @@ local function trim_slack(keep)
   return math.min(100, math.floor(keep / 10))
 end
 
-local function trim(p, set, keep, age, now, window)
+-- `floor` (optional): a lower bound of the set's scores (a finish instant no member is older
+-- than). Above now - age no member can be old, so the age probe is skipped; one above `now` is
+-- no bound (the clock stepped back, and this call's members score below it). True when the
+-- call looked at the set's oldest members (popped or probed), so the caller's floor is stale.
+local function trim(p, set, keep, age, now, window, floor)
   local excess = redis.call('ZCARD', set) - keep
   local old = {}
+  local looked = true
   if excess > trim_slack(keep) then
     old = redis.call('ZPOPMIN', set, math.min(excess, 1000)) -- member, score pairs, oldest first
-  elseif age >= 0 then
+  elseif age >= 0 and not (floor and floor > now - age and floor <= now) then
     old = redis.call('ZRANGEBYSCORE', set, '-inf', string.format('%d', now - age), 'WITHSCORES', 'LIMIT', '0', '100')
+  else
+    looked = false
   end
   if #old > 0 then
     local rows, ids, ended = {}, {}, {}
@@ -233,6 +242,22 @@ local function trim(p, set, keep, age, now, window)
     redis.call('DEL', unpack(rows))
     if excess <= trim_slack(keep) then redis.call('ZREM', set, unpack(ids)) end -- ZPOPMIN took them
     remember(p, ended, now, window)
+  end
+  return looked
+end
+
+-- trim with its floor kept in meta `field` (text, as HMGET read it; nil: none): a steady stream
+-- of completions, whose oldest member is far younger than the age bound, pays no age probe per
+-- call, only a ZRANGE and a meta write per trim. The floor is the oldest member's score after a
+-- trim, so it stays a lower bound while members only join at the current instant (complete is
+-- the set's one writer) and leave (retention, clean, remove).
+local function trim_floored(p, set, keep, age, now, window, meta, field, floor)
+  if not trim(p, set, keep, age, now, window, tonumber(floor)) then return end
+  local head = redis.call('ZRANGE', set, '0', '0', 'WITHSCORES')
+  if head[2] then
+    if head[2] ~= floor then redis.call('HSET', meta, field, head[2]) end
+  elseif floor then
+    redis.call('HDEL', meta, field)
   end
 end
 
@@ -740,7 +765,7 @@ local K = { active = KEYS[1], completed = KEYS[2], events = KEYS[3], wake = KEYS
 local now, now_us = server_clock()
 local now_s = string.format('%d', now) -- one text for every write below (see lib/claim.lua)
 local s = redis.call('HMGET', K.meta, 'events_max', 'keep_completed', 'keep_completed_ms', 'keep_ids_ms',
-  unpack(CLAIM_META)) -- claim's fields too: one meta read for the whole call
+  'completed_floor', unpack(CLAIM_META)) -- claim's fields too: one meta read for the whole call
 local emax = s[1] or '10000'
 local statuses, woke, done = {}, false, 0
 local gone, finished = {}, {} -- leave active and join completed in one call each, not per job
@@ -786,7 +811,8 @@ if done > 0 then
   local by = done == 1 and '1' or string.format('%d', done) -- text: no printf of a Lua number
   if redis.call('HINCRBY', stats, 'completed', by) == done then redis.call('PEXPIRE', stats, '7200000') end
 end
-trim(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now, ids_window(s[4]))
+trim_floored(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now, ids_window(s[4]), K.meta,
+  'completed_floor', s[5])
 for _, a in ipairs(after) do -- the jobs' own retention
   if a[2][6] then retain(p, K.completed, a[1], a[2][6], now, ids_window(s[4])) end
 end
@@ -799,6 +825,6 @@ for _, a in ipairs(after) do
 end
 local consumer = tail == 1 and ARGV[#ARGV] ~= '' and ARGV[#ARGV] or nil
 local jobs, wid, wait, head, timeouts = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax,
-  not freed and { unpack(s, 5, 4 + #CLAIM_META) } or nil, consumer)
+  not freed and { unpack(s, 6, 5 + #CLAIM_META) } or nil, consumer)
 if #timeouts > 0 then return { statuses, jobs, wid, wait, now, head, timeouts } end -- as claim's
 return { statuses, jobs, wid, wait, now, head }

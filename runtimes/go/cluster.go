@@ -255,7 +255,11 @@ func transient(err error) bool {
 // runBatch runs a batch on conn in one round trip (ASKING before each command but inside a
 // transaction, where one ASKING before MULTI covers the whole of it). The error is the
 // connection's; replies, error replies included, are in the results.
-func runBatch(conn redis.Conn, batch []command, asking bool) ([]result, error) {
+func runBatch(conn redis.Conn, batch []command, asking bool, timeout time.Duration) ([]result, error) {
+	receive := conn.Receive
+	if timeout > 0 { // a caller's deadline (context.go) bounds each reply
+		receive = func() (interface{}, error) { return redis.ReceiveWithTimeout(conn, timeout) }
+	}
 	inTx := false
 	asked := make([]bool, len(batch))
 	for i, c := range batch {
@@ -277,11 +281,11 @@ func runBatch(conn redis.Conn, batch []command, asking bool) ([]result, error) {
 	out := make([]result, 0, len(batch))
 	for i := range batch {
 		if asked[i] {
-			if _, err := conn.Receive(); conn.Err() != nil {
+			if _, err := receive(); conn.Err() != nil {
 				return nil, err
 			}
 		}
-		v, err := conn.Receive()
+		v, err := receive()
 		if conn.Err() != nil {
 			return nil, conn.Err()
 		}
@@ -316,8 +320,11 @@ func retryable(results []result) error {
 // have run: the scripts are idempotent on job ids and fenced by lease tokens (SPEC 8), so the
 // repeat answers `duplicate` (an enqueue), leaves claimed jobs to the reaper (a claim) or is
 // refused as a lost lease (a completion); no job runs twice on account of it.
-func (r *router) settle(group []command, slot int, cause error) []result {
-	deadline := time.Now().Add(r.wait)
+func (r *router) settle(group []command, slot int, cause error, timeout time.Duration) []result {
+	deadline, bound := time.Now().Add(r.wait), "Options.ClusterWait"
+	if timeout > 0 && timeout < r.wait {
+		deadline, bound = time.Now().Add(timeout), "the call's deadline"
+	}
 	redirects := 0
 	for attempt := 0; ; attempt++ {
 		addr, asking := "", false
@@ -336,10 +343,11 @@ func (r *router) settle(group []command, slot int, cause error) []result {
 			}
 		} else {
 			redirects = 0 // a migration answers ASK then TRYAGAIN until it ends: ClusterWait bounds that
-			if time.Now().After(deadline) {
-				return failed(group, newError("EMQNOSERVER", "slot %d of the Redis Cluster (primary %s) was not served for %v (Options.ClusterWait): %v", slot, r.nodeOf(slot), r.wait, cause))
+			if step := backoffStep(attempt); time.Now().Add(step).After(deadline) {
+				return failed(group, newError("EMQNOSERVER", "slot %d of the Redis Cluster (primary %s) was not served within %s: %v", slot, r.nodeOf(slot), bound, cause))
+			} else {
+				time.Sleep(step)
 			}
-			time.Sleep(backoffStep(attempt))
 			r.refresh()
 			if addr = r.nodeOf(slot); addr == "" {
 				cause = redis.Error("CLUSTERDOWN slot " + strconv.Itoa(slot) + " is not served")
@@ -347,7 +355,7 @@ func (r *router) settle(group []command, slot int, cause error) []result {
 			}
 		}
 		conn := r.pool(addr).Get()
-		results, err := runBatch(conn, group, asking)
+		results, err := runBatch(conn, group, asking, timeout)
 		conn.Close()
 		if err != nil {
 			cause = err
@@ -380,11 +388,13 @@ func failed(group []command, err error) []result {
 // ── a queue's connection ────────────────────────────────────────────────────
 
 // slotConn is a redis.Conn bound to a slot's primary, following the cluster when the slot
-// moves. Sends are held until Flush (or Do), then run as one batch: a batch that must be sent
-// again goes whole (a transaction) or a command at a time (the others).
+// moves. Sends are held until the next Receive (or Do), then run as one batch: a batch that
+// must be sent again goes whole (a transaction) or a command at a time (the others). It is a
+// redis.ConnWithTimeout, so a context's deadline (context.go) bounds its replies and retries.
 type slotConn struct {
 	r       *router
-	slot    int // -1: bound by the first command that names a key (Client.Conn)
+	timeout time.Duration // of the Do or Receive under way; 0: none
+	slot    int           // -1: bound by the first command that names a key (Client.Conn)
 	node    string
 	conn    redis.Conn
 	queued  []command
@@ -413,7 +423,10 @@ func (c *slotConn) Send(name string, args ...interface{}) error {
 	return nil
 }
 
-func (c *slotConn) Flush() error {
+// Flush sends nothing yet: the batch runs at the next Receive, under that call's timeout.
+func (c *slotConn) Flush() error { return c.err }
+
+func (c *slotConn) runQueued() error {
 	if c.err != nil {
 		return c.err
 	}
@@ -426,7 +439,7 @@ func (c *slotConn) Flush() error {
 }
 
 func (c *slotConn) Receive() (interface{}, error) {
-	if err := c.Flush(); err != nil {
+	if err := c.runQueued(); err != nil {
 		return nil, err
 	}
 	if len(c.replies) == 0 {
@@ -443,7 +456,7 @@ func (c *slotConn) Do(name string, args ...interface{}) (interface{}, error) {
 	if name != "" {
 		c.Send(name, args...)
 	}
-	if err := c.Flush(); err != nil {
+	if err := c.runQueued(); err != nil {
 		return nil, err
 	}
 	pending := c.replies
@@ -465,6 +478,18 @@ func (c *slotConn) Do(name string, args ...interface{}) (interface{}, error) {
 	return pending[len(pending)-1].value, first
 }
 
+func (c *slotConn) DoWithTimeout(timeout time.Duration, name string, args ...interface{}) (interface{}, error) {
+	c.timeout = timeout
+	defer func() { c.timeout = 0 }()
+	return c.Do(name, args...)
+}
+
+func (c *slotConn) ReceiveWithTimeout(timeout time.Duration) (interface{}, error) {
+	c.timeout = timeout
+	defer func() { c.timeout = 0 }()
+	return c.Receive()
+}
+
 // run sends a batch to the slot's primary and settles what the cluster sent back.
 func (c *slotConn) run(batch []command) []result {
 	if c.slot < 0 {
@@ -476,21 +501,21 @@ func (c *slotConn) run(batch []command) []result {
 		}
 		c.node, c.conn = want, c.r.pool(want).Get()
 	}
-	results, err := runBatch(c.conn, batch, false)
+	results, err := runBatch(c.conn, batch, false, c.timeout)
 	if err != nil {
 		c.conn.Close()
 		c.conn = nil
-		return c.r.settle(batch, c.slot, err)
+		return c.r.settle(batch, c.slot, err, c.timeout)
 	}
 	if isTx(batch) {
 		if e := retryable(results); e != nil {
-			return c.r.settle(batch, c.slot, e)
+			return c.r.settle(batch, c.slot, e, c.timeout)
 		}
 		return results
 	}
 	for i := range results {
 		if e := retryable(results[i : i+1]); e != nil {
-			results[i] = c.r.settle(batch[i:i+1], slotOfBatch(batch[i:i+1]), e)[0]
+			results[i] = c.r.settle(batch[i:i+1], slotOfBatch(batch[i:i+1]), e, c.timeout)[0]
 		}
 	}
 	return results

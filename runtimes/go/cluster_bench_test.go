@@ -82,12 +82,12 @@ func consumeRate(t *testing.T, client *Client, name string, n int) float64 {
 	for i := range items {
 		items[i] = Item{Data: map[string]int{"n": i}}
 	}
-	if _, err := q.EnqueueMany(items); err != nil {
+	if _, err := q.EnqueueMany(context.Background(), items); err != nil {
 		t.Fatal(err)
 	}
 	var done atomic.Int64
 	finished := make(chan struct{})
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) { return nil, nil },
+	c, err := q.Consume(context.Background(), func(ctx context.Context, job *Job) (interface{}, error) { return nil, nil },
 		ConsumerOptions{Concurrency: 50, OnEvent: func(e ConsumerEvent) {
 			if e.Kind == "completed" && done.Add(1) == int64(n) {
 				close(finished)

@@ -2,6 +2,7 @@ package echomq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -128,7 +129,7 @@ type tally struct {
 func consumeAll(t *testing.T, q *Queue) (*tally, *Consumer) {
 	t.Helper()
 	tl := &tally{completed: map[string]int{}}
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) { return "ok", nil },
+	c, err := q.Consume(context.Background(), func(ctx context.Context, job *Job) (interface{}, error) { return "ok", nil },
 		ConsumerOptions{Concurrency: 4, BeatMs: 100, OnEvent: func(e ConsumerEvent) {
 			tl.mu.Lock()
 			defer tl.mu.Unlock()
@@ -208,11 +209,11 @@ func TestQueuesInDifferentSlotsEnqueueAndConsumeOnTheirOwnPrimaries(t *testing.T
 			}
 			items = append(items, Item{Data: map[string]int{"n": n}, Opts: opts})
 		}
-		admitted, err := q.EnqueueMany(items)
+		admitted, err := q.EnqueueMany(context.Background(), items)
 		if err != nil {
 			t.Fatal(err)
 		}
-		later, err := q.EnqueueIn("later", 200*time.Millisecond, nil)
+		later, err := q.EnqueueIn(context.Background(), "later", 200*time.Millisecond, nil)
 		if err != nil || later.Status != "scheduled" {
 			t.Fatal(later, err)
 		}
@@ -232,8 +233,11 @@ func TestQueuesInDifferentSlotsEnqueueAndConsumeOnTheirOwnPrimaries(t *testing.T
 			p, ok := c.blocking.(*pinnedConn)
 			return ok && p.addr == client.cluster.nodeOf(q.slot) && c.blockingID != 0
 		})
-		// A read of the row (a MULTI on the queue's node) sees the job.
-		if view, err := q.Get(qids[0]); err != nil || view == nil {
+		// A read of the row (a MULTI on the queue's node) under a deadline sees the job.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		view, err := q.Get(ctx, qids[0])
+		cancel()
+		if err != nil || view == nil {
 			t.Fatalf("Get(%s) on %s: %v %v", qids[0], q.Name, view, err)
 		}
 	}
@@ -292,7 +296,7 @@ func TestAReshardedQueueIsFollowedThroughAskAndMovedWithNoJobLostOrRunTwice(t *t
 	var ids []string
 	enqueue := func(n int, tag string) {
 		for i := 0; i < n; i++ {
-			a, err := q.Enqueue(map[string]string{"tag": tag}, nil)
+			a, err := q.Enqueue(context.Background(), map[string]string{"tag": tag}, nil)
 			if err != nil {
 				t.Fatalf("enqueue (%s): %v", tag, err)
 			}
@@ -314,14 +318,14 @@ func TestAReshardedQueueIsFollowedThroughAskAndMovedWithNoJobLostOrRunTwice(t *t
 	waited := make(chan error, 1)
 	migrateSlot(t, addrs, q.slot, from, to, func() {
 		asked := client.cluster.asked.Load()
-		if view, err := q.Get(ids[len(ids)-1]); err != nil || view == nil {
+		if view, err := q.Get(context.Background(), ids[len(ids)-1]); err != nil || view == nil {
 			t.Fatalf("Get during the move: %v %v", view, err)
 		}
 		if client.cluster.asked.Load() == asked {
 			t.Errorf("no ASK was followed while slot %d was migrating", q.slot)
 		}
 		go func() {
-			a, err := q.Enqueue(map[string]string{"tag": "during the move"}, nil)
+			a, err := q.Enqueue(context.Background(), map[string]string{"tag": "during the move"}, nil)
 			if err == nil {
 				ids = append(ids, a.ID)
 			}
@@ -358,16 +362,23 @@ func TestAPrimaryGoneForGoodFailsACallWithAClearErrorAfterClusterWait(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Enqueue("first", nil); err != nil {
+	if _, err := q.Enqueue(context.Background(), "first", nil); err != nil {
 		t.Fatal(err)
 	}
 	// Its primary dies and no replica takes over: the call retries, refreshing the map and
 	// backing off, and once ClusterWait has passed says what happened.
 	primary := client.cluster.nodeOf(q.slot)
 	procs[primary].Kill()
+	// A call under a deadline shorter than ClusterWait gives up at its deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	_, err = q.Get(ctx, "JOBmissing")
+	cancel()
+	if err == nil || !(strings.Contains(err.Error(), "the call's deadline") || errors.Is(err, context.DeadlineExceeded)) {
+		t.Fatalf("want the call's deadline to end the retries, got %v", err)
+	}
 	refreshes := client.cluster.refreshes.Load()
-	_, err = q.Enqueue("second", nil)
-	if Code(err) != "EMQNOSERVER" || !strings.Contains(err.Error(), "ClusterWait") || !strings.Contains(err.Error(), primary) {
+	_, err = q.Enqueue(context.Background(), "second", nil)
+	if Code(err) != "EMQNOSERVER" || !strings.Contains(err.Error(), "Options.ClusterWait") || !strings.Contains(err.Error(), primary) {
 		t.Fatalf("want EMQNOSERVER naming the primary %s and ClusterWait, got %v", primary, err)
 	}
 	if client.cluster.refreshes.Load() == refreshes {
@@ -398,7 +409,7 @@ func TestAFailoverOfTheQueuesPrimaryIsFollowedByProducerAndConsumer(t *testing.T
 	var ids []string
 	enqueue := func(n int) {
 		for i := 0; i < n; i++ {
-			a, err := q.Enqueue(map[string]int{"n": len(ids)}, nil)
+			a, err := q.Enqueue(context.Background(), map[string]int{"n": len(ids)}, nil)
 			if err != nil {
 				t.Fatalf("enqueue %d: %v", len(ids), err)
 			}

@@ -312,6 +312,12 @@ func compareKey(conn redis.Conn, key string, raw json.RawMessage, now int64, out
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return fmt.Errorf("%s: %v", key, err)
 	}
+	switch e.Type {
+	case "hash", "zset", "set", "list", "string", "stream":
+	default:
+		// A key type this replayer does not know: refuse rather than pass a half-checked case.
+		return fmt.Errorf("%s: expectation of type %q is not one this replayer knows (hash, zset, set, list, string, stream)", key, e.Type)
+	}
 	if typ != e.Type {
 		found := "a " + typ
 		if typ == "none" {
@@ -403,6 +409,16 @@ func compareKey(conn redis.Conn, key string, raw json.RawMessage, now int64, out
 			exp[i] = w
 		}
 		compare(exp, got, now, key, out)
+	case "list":
+		actual, err := redis.Strings(conn.Do("LRANGE", key, 0, -1))
+		if err != nil {
+			return err
+		}
+		got := make([]interface{}, len(actual))
+		for i, a := range actual {
+			got[i] = a
+		}
+		compare(value, got, now, key, out)
 	case "string":
 		actual, err := redis.String(conn.Do("GET", key))
 		if err != nil {

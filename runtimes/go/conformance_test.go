@@ -66,19 +66,23 @@ func TestConformance(t *testing.T) {
 	t.Logf("conformance: %d of %d cases pass", passed, total)
 }
 
+// firstCase is the first case of a script's file.
+func firstCase(t *testing.T, files []ConformanceFile, script string) *ConformanceCase {
+	t.Helper()
+	for _, f := range files {
+		if f.Script == script && len(f.Cases) > 0 {
+			return &f.Cases[0]
+		}
+	}
+	t.Fatalf("no %s case", script)
+	return nil
+}
+
 // The replayer itself: a case whose expectations differ from what the script does must fail,
 // or a passing count would prove nothing.
 func TestReplayerReportsADifference(t *testing.T) {
 	scripts, files, conn := replayFixture(t)
-	var c *ConformanceCase
-	for _, f := range files {
-		if f.Script == "hello" {
-			c = &f.Cases[0]
-		}
-	}
-	if c == nil {
-		t.Fatal("no hello case")
-	}
+	c := firstCase(t, files, "hello")
 	wrong := *c
 	wrong.Expect.Reply = []byte(`"not the reply"`)
 	wrong.Expect.Error = nil
@@ -94,18 +98,33 @@ func TestReplayerReportsADifference(t *testing.T) {
 	if problems, _ := ReplayCase(conn, scripts, &wrong); len(problems) == 0 {
 		t.Fatal("KEYS that do not follow the contract passed")
 	}
+	// A list expectation (a job's log lines) is compared entry by entry, and a key type the
+	// replayer does not know is refused, never passed unchecked.
+	logCase := firstCase(t, files, "log")
+	for key, raw := range logCase.Expect.Keys {
+		if !strings.Contains(string(raw), `"list"`) {
+			continue
+		}
+		for _, expectation := range []string{`{"type": "list", "value": ["not", "these", "lines"]}`, `{"type": "list", "value": []}`} {
+			wrong = *logCase
+			wrong.Expect.Keys = map[string]json.RawMessage{key: json.RawMessage(expectation)}
+			if problems, err := ReplayCase(conn, scripts, &wrong); err != nil || len(problems) == 0 {
+				t.Fatalf("a wrong list %s passed: %v %v", expectation, problems, err)
+			}
+		}
+		wrong = *logCase
+		wrong.Expect.Keys = map[string]json.RawMessage{key: json.RawMessage(strings.Replace(string(raw), `"list"`, `"later_type"`, 1))}
+		if _, err := ReplayCase(conn, scripts, &wrong); err == nil || !strings.Contains(err.Error(), `"later_type" is not one this replayer knows`) {
+			t.Fatalf("an unknown key type: %v", err)
+		}
+	}
 }
 
 // SPEC 22.1 rule 5: a case of a later level, or a placeholder of a later level, is refused naming
 // the level, never skipped silently nor replayed half-understood.
 func TestReplayerRefusesALaterLevelAndAnUnknownPlaceholderNamingTheLevel(t *testing.T) {
 	scripts, files, conn := replayFixture(t)
-	var hello ConformanceCase
-	for _, f := range files {
-		if f.Script == "hello" {
-			hello = f.Cases[0]
-		}
-	}
+	hello := *firstCase(t, files, "hello")
 	later := hello
 	later.Level = KnownLevel + 1
 	problems, err := ReplayCase(conn, scripts, &later)

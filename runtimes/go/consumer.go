@@ -37,21 +37,24 @@ func (e *UnrecoverableError) Unwrap() error { return e.Err }
 // Unrecoverable wraps err so that failing with it dead-letters the job.
 func Unrecoverable(err error) error { return &UnrecoverableError{Err: err} }
 
-// ConsumerOptions: zero values take SPEC.md section 25.1's defaults.
+// ConsumerOptions configure a consumer. Every zero value takes the default named on the
+// field (SPEC.md section 25.1's, the TypeScript runtime's).
 type ConsumerOptions struct {
-	Concurrency   int      // handlers at once; default 10
-	LeaseMs       int64    // default 30000
-	ExtendMs      int64    // default LeaseMs / 3
-	BeatMs        int64    // default 1000
-	PromoteBatch  int      // promote and reap batch; default 100
-	Backoff       *Backoff // for jobs without their own; default DefaultBackoff
-	MaxErrorBytes int      // default 2048
-	MaxStackBytes int      // default 8192
-	// OnEvent is told of every job's end in this consumer, one call at a time.
+	Concurrency  int      // handlers at once; 0: 10
+	LeaseMs      int64    // how long a claim holds a job unextended; 0: 30000
+	ExtendMs     int64    // how often held leases are extended; 0: LeaseMs / 3
+	BeatMs       int64    // the beat (recover, heartbeat, promote at the latest); 0: 1000
+	PromoteBatch int      // promote and reap batch; 0: 100
+	Backoff      *Backoff // for jobs without their own; nil: DefaultBackoff
+	// MaxErrorBytes is the longest error message stored; a longer one is cut; 0: 2048.
+	MaxErrorBytes int
+	// MaxStackBytes is the longest stack stored; 0: 8192.
+	MaxStackBytes int
+	// OnEvent is told of every job's end in this consumer, one call at a time; nil: no one.
 	OnEvent func(ConsumerEvent)
-	// TimeoutMs is each attempt's execution timeout: the handler's context is cancelled
-	// (Job.Aborted "timeout") and the attempt fails with reason timeout, retried by the
-	// backoff. 0: none.
+	// TimeoutMs is each attempt's execution timeout for jobs without their own (JobOptions.
+	// Timeout, the row's `timeout`, which wins): the handler's context is cancelled (Job.Aborted
+	// "timeout") and the attempt fails with reason timeout, retried by the backoff. 0: none.
 	TimeoutMs int64
 	// MaxLogLines is the lines a job's log keeps (Job.Log; older ones are trimmed); 0: 100.
 	MaxLogLines int
@@ -80,7 +83,10 @@ type Job struct {
 	Attempts    int             // this attempt's number, from 1
 	MaxAttempts int
 	Backoff     *Backoff // nil: the consumer's policy
-	token       string
+	// Timeout is this attempt's execution timeout: the job's own (claim's `timeouts`), else the
+	// consumer's TimeoutMs; 0: none.
+	Timeout time.Duration
+	token   string
 
 	c      *Consumer
 	ctx    context.Context
@@ -103,13 +109,14 @@ func (j *Job) Aborted() string {
 // Token is the job's lease token (the fencing token of this claim).
 func (j *Job) Token() string { return j.token }
 
-// Progress stores a progress value (JSON-encoded) on the row, fenced by the lease.
-func (j *Job) Progress(value interface{}) error {
+// Progress stores a progress value (JSON-encoded) on the row, fenced by the lease; ctx is
+// usually the handler's.
+func (j *Job) Progress(ctx context.Context, value interface{}) error {
 	text, err := EncodeJSON(value, "progress", j.c.q.client.opts.MaxPayloadBytes)
 	if err != nil {
 		return err
 	}
-	_, err = j.c.q.Run("progress", j.ID, j.ID, j.token, text)
+	_, err = j.c.q.Run(ctx, "progress", j.ID, j.ID, j.token, text)
 	return err
 }
 
@@ -124,6 +131,9 @@ type Consumer struct {
 	q    *Queue
 	h    Handler
 	opts ConsumerOptions
+	// own is the context of the consumer's own calls (beat, acks, leases, hand-back, the
+	// leaving heartbeat): not Consume's ctx, since close still has calls to make after it ends.
+	own context.Context
 
 	mu            sync.Mutex
 	held          map[string]*Job
@@ -161,8 +171,11 @@ type Consumer struct {
 	blocking  redis.Conn
 }
 
-// Consume starts a consumer on the queue.
-func (q *Queue) Consume(h Handler, opts ConsumerOptions) (*Consumer, error) {
+// Consume says hello under ctx (a queue of a version this runtime does not speak is refused
+// here) and starts a consumer on the queue. It runs until Close, or until ctx is done: then it
+// closes as Close(0) does, handing every running job back at once (its handler's context is
+// cancelled, Job.Aborted "closing"). Handlers get a context of their own, not derived from ctx.
+func (q *Queue) Consume(ctx context.Context, h Handler, opts ConsumerOptions) (*Consumer, error) {
 	if opts.Concurrency == 0 {
 		opts.Concurrency = 10
 	}
@@ -206,12 +219,15 @@ func (q *Queue) Consume(h Handler, opts ConsumerOptions) (*Consumer, error) {
 	if err := opts.Backoff.Validate(); err != nil {
 		return nil, err
 	}
+	if _, err := q.Greeting(ctx); err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	c := &Consumer{
 		ID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(rnd[:])),
-		q:  q, h: h, opts: opts,
+		q:  q, h: h, opts: opts, own: context.Background(),
 		held: map[string]*Job{}, wakeID: "0-0", scheduleMoved: true, recurrenceMoved: true,
 		kick: make(chan struct{}, 1), ackSignal: make(chan struct{}, 1),
 		loopDone: make(chan struct{}), ackDone: make(chan struct{}), extDone: make(chan struct{}),
@@ -220,6 +236,15 @@ func (q *Queue) Consume(h Handler, opts ConsumerOptions) (*Consumer, error) {
 	go c.loop()
 	go c.acker()
 	go c.extender()
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				c.Close(0)
+			case <-c.stop:
+			}
+		}()
+	}
 	return c, nil
 }
 
@@ -296,7 +321,8 @@ func (c *Consumer) beat() error {
 	return c.drain(promoted || minted)
 }
 
-// recover runs reap and the heartbeat once a beat.
+// recover runs reap and the heartbeat once a beat, and delivers the flow notices the heartbeat
+// reports waiting (handoff.go).
 func (c *Consumer) recover() error {
 	now := time.Now()
 	c.mu.Lock()
@@ -308,7 +334,7 @@ func (c *Consumer) recover() error {
 	}
 	// The beat is the gap this consumer leaves between passes: a longer one is a clock jump
 	// (SPEC.md section 2.1), and the leases live at the last pass move by it first.
-	if _, err := c.q.Run("reap", "", c.q.Prefix, c.opts.PromoteBatch, c.opts.BeatMs); err != nil {
+	if _, err := c.q.Run(c.own, "reap", "", c.q.Prefix, c.opts.PromoteBatch, c.opts.BeatMs); err != nil {
 		return err
 	}
 	host, _ := os.Hostname()
@@ -318,8 +344,15 @@ func (c *Consumer) recover() error {
 		// The versions it speaks: migrate steps a queue up only when every live consumer does.
 		"protocols": ProtocolVersions,
 	})
-	if _, err := c.q.Run("heartbeat", "", c.q.Prefix, c.ID, string(info)); err != nil {
+	beat, err := c.q.Run(c.own, "heartbeat", "", c.q.Prefix, c.ID, string(info))
+	if err != nil {
 		return err
+	}
+	// Flow children of this queue whose parents are in other queues ended: hand them over.
+	if noticesWaiting(beat) > 0 {
+		if _, err := c.q.DeliverNotices(c.own); err != nil {
+			return err
+		}
 	}
 	c.mu.Lock()
 	c.lastRecover = now
@@ -346,7 +379,7 @@ func (c *Consumer) promote() (bool, error) {
 	}
 	c.lastPromote = now
 	c.mu.Unlock()
-	reply, err := redis.Values(c.q.Run("promote", "", argv...))
+	reply, err := redis.Values(c.q.Run(c.own, "promote", "", argv...))
 	if err != nil {
 		return false, err
 	}
@@ -394,7 +427,7 @@ func (c *Consumer) drain(afterPromote bool) error {
 	c.reserved += n
 	c.mu.Unlock()
 	// The consumer id is recorded on each taken row and its active event (SPEC 19.5).
-	reply, err := redis.Values(c.q.Run("claim", "", c.q.Prefix, n, c.opts.LeaseMs, c.ID))
+	reply, err := redis.Values(c.q.Run(c.own, "claim", "", c.q.Prefix, n, c.opts.LeaseMs, c.ID))
 	c.mu.Lock()
 	c.reserved -= n
 	c.mu.Unlock()
@@ -604,8 +637,8 @@ func (c *Consumer) dropBlocking() {
 
 // ── running jobs ────────────────────────────────────────────────────────────
 
-// started takes a claim's reply, `[jobs, wake_id, wait_ms, now_ms, next_due_ms]` (SPEC.md
-// 19.5), and starts the handlers of its jobs (7 entries per job).
+// started takes a claim's reply, `[jobs, wake_id, wait_ms, now_ms, next_due_ms, timeouts?]`
+// (SPEC.md 19.5), and starts the handlers of its jobs (7 entries per job).
 func (c *Consumer) started(reply []interface{}) {
 	flat, _ := redis.Values(reply[0], nil)
 	wakeID, _ := redis.String(reply[1], nil)
@@ -623,6 +656,7 @@ func (c *Consumer) started(reply []interface{}) {
 		nextDue, _ := redis.Int64(reply[4], nil)
 		c.learnHeadLocked(serverNow, nextDue)
 	}
+	ownTimeouts := jobTimeouts(reply)
 	c.limitedUntil = time.Time{}
 	if waitMs >= 0 {
 		c.limitedUntil = time.Now().Add(time.Duration(waitMs) * time.Millisecond)
@@ -665,8 +699,13 @@ func (c *Consumer) started(reply []interface{}) {
 			}()
 			continue
 		}
-		if c.opts.TimeoutMs > 0 {
-			job.timer = time.AfterFunc(time.Duration(c.opts.TimeoutMs)*time.Millisecond, func() {
+		timeoutMs, own := ownTimeouts[id]
+		if !own {
+			timeoutMs = c.opts.TimeoutMs
+		}
+		if timeoutMs > 0 {
+			job.Timeout = time.Duration(timeoutMs) * time.Millisecond
+			job.timer = time.AfterFunc(job.Timeout, func() {
 				c.mu.Lock()
 				if c.held[job.ID] == job && !job.acking {
 					c.abortLocked(job, "timeout")
@@ -676,6 +715,23 @@ func (c *Consumer) started(reply []interface{}) {
 		}
 		go c.execute(job)
 	}
+}
+
+// jobTimeouts reads a claim reply's optional sixth entry, `id timeout_ms` pairs for the jobs
+// taken whose row has a timeout (SPEC 8.1, 19.5); a value that is not a whole number >= 1 is
+// none of its own (the consumer's applies), as in TypeScript.
+func jobTimeouts(reply []interface{}) map[string]int64 {
+	if len(reply) < 6 {
+		return nil
+	}
+	flat, _ := redis.Strings(reply[5], nil)
+	out := map[string]int64{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		if ms, err := strconv.ParseInt(flat[i+1], 10, 64); err == nil && ms >= 1 {
+			out[flat[i]] = ms
+		}
+	}
+	return out
 }
 
 func (c *Consumer) execute(job *Job) {
@@ -698,7 +754,7 @@ func (c *Consumer) execute(job *Job) {
 	}
 	if timedOut {
 		// Past its timeout the attempt fails whatever the handler returned.
-		c.failed(job, newError("EMQTIMEOUT", "job %s ran past its timeout of %d ms; the attempt failed (reason timeout)", job.ID, c.opts.TimeoutMs))
+		c.failed(job, newError("EMQTIMEOUT", "job %s ran past its timeout of %d ms; the attempt failed (reason timeout)", job.ID, job.Timeout.Milliseconds()))
 		return
 	}
 	if err != nil {
@@ -766,7 +822,7 @@ func (c *Consumer) flushAcks() {
 			argv = append(argv, a.job.ID, a.job.token, a.result)
 		}
 		argv = append(argv, c.ID) // after the last triple: recorded by this call's claim (SPEC 19.6)
-		reply, err := redis.Values(c.q.Run("complete", "", argv...))
+		reply, err := redis.Values(c.q.Run(c.own, "complete", "", argv...))
 		c.mu.Lock()
 		c.reserved -= n
 		if err != nil {
@@ -854,7 +910,7 @@ func (c *Consumer) failed(job *Job, handlerErr error) {
 	stack := ""
 	c.settle(job, func() error {
 		argv := append([]interface{}{c.q.Prefix, job.ID, job.token, message, stack, delay}, reason...)
-		outcome, err := redis.String(c.q.Run("fail", job.ID, argv...))
+		outcome, err := redis.String(c.q.Run(c.own, "fail", job.ID, argv...))
 		if err != nil {
 			return err
 		}
@@ -931,7 +987,7 @@ func (c *Consumer) extender() {
 		for _, j := range jobs {
 			argv = append(argv, j.ID, j.token)
 		}
-		statuses, err := redis.Strings(c.q.Run("extend_lock", "", argv...))
+		statuses, err := redis.Strings(c.q.Run(c.own, "extend_lock", "", argv...))
 		if err != nil {
 			continue
 		}
@@ -1015,7 +1071,7 @@ func (c *Consumer) Close(timeout time.Duration) error {
 		for _, j := range unfinished {
 			argv = append(argv, j.ID, j.token)
 		}
-		_, err = c.q.Run("handback", "", argv...) // on error their leases expire and reap returns them
+		_, err = c.q.Run(c.own, "handback", "", argv...) // on error their leases expire and reap returns them
 		c.mu.Lock()
 		for _, j := range unfinished {
 			c.abortLocked(j, "closing")
@@ -1030,7 +1086,7 @@ func (c *Consumer) Close(timeout time.Duration) error {
 	<-c.extDone
 	// The last heartbeat: tools (and migrate's check of the fleet) stop counting this consumer
 	// at once, not once it is an hour silent.
-	if _, leaveErr := c.q.Run("heartbeat", "", c.q.Prefix, c.ID, ""); err == nil {
+	if _, leaveErr := c.q.Run(c.own, "heartbeat", "", c.q.Prefix, c.ID, ""); err == nil {
 		err = leaveErr
 	}
 	return err

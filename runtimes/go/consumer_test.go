@@ -37,6 +37,7 @@ func waitFor(t *testing.T, within time.Duration, what string, done func() bool) 
 }
 
 func TestTheConsumerRunsFlatGroupedDelayedAndFailingJobsEachToOneEnd(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
 	var items []Item
 	for i := 0; i < 60; i++ {
@@ -46,11 +47,11 @@ func TestTheConsumerRunsFlatGroupedDelayedAndFailingJobsEachToOneEnd(t *testing.
 		}
 		items = append(items, Item{Data: map[string]int{"n": i, "failFirst": i % 5}, Opts: opts})
 	}
-	admitted, err := q.EnqueueMany(items)
+	admitted, err := q.EnqueueMany(ctx, items)
 	if err != nil || len(admitted) != 60 {
 		t.Fatal(admitted, err)
 	}
-	delayed, err := q.EnqueueIn(map[string]int{"n": 100, "failFirst": 1}, 300*time.Millisecond, &JobOptions{Name: "later"})
+	delayed, err := q.EnqueueIn(ctx, map[string]int{"n": 100, "failFirst": 1}, 300*time.Millisecond, &JobOptions{Name: "later"})
 	if err != nil || delayed.Status != "scheduled" {
 		t.Fatal(delayed, err)
 	}
@@ -58,7 +59,7 @@ func TestTheConsumerRunsFlatGroupedDelayedAndFailingJobsEachToOneEnd(t *testing.
 	completed := map[string]int{}
 	failed := map[string]int{}
 	var lost []string
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		var data struct{ N, FailFirst int }
 		if err := json.Unmarshal(job.Data, &data); err != nil {
 			return nil, err
@@ -101,7 +102,7 @@ func TestTheConsumerRunsFlatGroupedDelayedAndFailingJobsEachToOneEnd(t *testing.
 	if len(failed) != 13 { // n % 5 == 1 for n < 60 (12 jobs), and the delayed one
 		t.Errorf("%d jobs failed once, want 13", len(failed))
 	}
-	view, err := q.Get(delayed.ID)
+	view, err := q.Get(ctx, delayed.ID)
 	if err != nil || view == nil {
 		t.Fatal(view, err)
 	}
@@ -117,14 +118,15 @@ func TestTheConsumerRunsFlatGroupedDelayedAndFailingJobsEachToOneEnd(t *testing.
 }
 
 func TestCloseHandsUnfinishedJobsBackWithoutSpendingAnAttempt(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
-	job, err := q.Enqueue("slow", nil)
+	job, err := q.Enqueue(ctx, "slow", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	started := make(chan struct{})
 	reasons := make(chan string, 1)
-	c, err := q.Consume(func(ctx context.Context, j *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, j *Job) (interface{}, error) {
 		close(started)
 		<-ctx.Done()
 		reasons <- j.Aborted()
@@ -141,7 +143,7 @@ func TestCloseHandsUnfinishedJobsBackWithoutSpendingAnAttempt(t *testing.T) {
 	if err := c.Close(50 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	view, _ := q.Get(job.ID)
+	view, _ := q.Get(ctx, job.ID)
 	if view.State != "pending" || view.Attempts != 0 {
 		t.Fatalf("after close: %+v", view)
 	}
@@ -156,14 +158,15 @@ func TestCloseHandsUnfinishedJobsBackWithoutSpendingAnAttempt(t *testing.T) {
 }
 
 func TestALeaseExtensionRacingAStoredFailIsNotReportedLost(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
-	if _, err := q.Enqueue("x", &JobOptions{Backoff: Fixed(60_000)}); err != nil {
+	if _, err := q.Enqueue(ctx, "x", &JobOptions{Backoff: Fixed(60_000)}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var kinds []string
 	failing := make(chan *Job, 1)
-	c, err := q.Consume(func(ctx context.Context, j *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, j *Job) (interface{}, error) {
 		failing <- j
 		return nil, errors.New("boom")
 	}, ConsumerOptions{Concurrency: 1, ExtendMs: 60_000, OnEvent: func(e ConsumerEvent) {
@@ -190,19 +193,20 @@ func TestALeaseExtensionRacingAStoredFailIsNotReportedLost(t *testing.T) {
 }
 
 func TestEventsReaderSeesEveryJobOfABatchedEntry(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
-	r, err := q.Events("0")
+	r, err := q.Events(ctx, "0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	r.BlockMs = 100
 	items := []Item{{Data: 1, Opts: &JobOptions{Name: "n"}}, {Data: 2, Opts: &JobOptions{Name: "n"}}, {Data: 3, Opts: &JobOptions{Name: "n"}}}
-	admitted, err := q.EnqueueMany(items)
+	admitted, err := q.EnqueueMany(ctx, items)
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := r.Next()
+	events, err := r.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,10 +221,11 @@ func TestEventsReaderSeesEveryJobOfABatchedEntry(t *testing.T) {
 }
 
 func TestBadDataInOneRowDeadLettersThatJobAndTheOthersRun(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
 	conn := q.client.Conn()
 	defer conn.Close()
-	good, err := q.Enqueue("fine", nil)
+	good, err := q.Enqueue(ctx, "fine", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +243,7 @@ func TestBadDataInOneRowDeadLettersThatJobAndTheOthersRun(t *testing.T) {
 	var mu sync.Mutex
 	ran := map[string]bool{}
 	outcomes := map[string]string{}
-	c, err := q.Consume(func(ctx context.Context, j *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, j *Job) (interface{}, error) {
 		mu.Lock()
 		ran[j.ID] = true
 		mu.Unlock()
@@ -269,7 +274,7 @@ func TestBadDataInOneRowDeadLettersThatJobAndTheOthersRun(t *testing.T) {
 		if outcomes[id] != "failed dead" {
 			t.Errorf("%s: %q", id, outcomes[id])
 		}
-		view, _ := q.Get(id)
+		view, _ := q.Get(ctx, id)
 		if view.State != "dead" || !strings.HasPrefix(view.Error.Message, "EMQDATA job "+id) {
 			t.Errorf("%s: %+v %+v", id, view, view.Error)
 		}
@@ -282,10 +287,11 @@ func TestBadDataInOneRowDeadLettersThatJobAndTheOthersRun(t *testing.T) {
 // default second, so the beat cannot be what starts them. How late each started (the row's
 // started − runat, both server ms) is logged, not asserted: timing goals belong in the bench.
 func TestDelayedJobsStartAtTheirRunAtNeverEarly(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
 	var mu sync.Mutex
 	completed := map[string]int{}
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		return nil, nil
 	}, ConsumerOptions{Concurrency: 10, OnEvent: func(e ConsumerEvent) {
 		mu.Lock()
@@ -306,7 +312,7 @@ func TestDelayedJobsStartAtTheirRunAtNeverEarly(t *testing.T) {
 	const n = 30
 	var ids []string
 	for i := 0; i < n; i++ {
-		a, err := q.EnqueueIn(map[string]int{"n": i}, time.Duration(50+25*i)*time.Millisecond, nil)
+		a, err := q.EnqueueIn(ctx, map[string]int{"n": i}, time.Duration(50+25*i)*time.Millisecond, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +325,7 @@ func TestDelayedJobsStartAtTheirRunAtNeverEarly(t *testing.T) {
 	})
 	var late []int64
 	for _, id := range ids {
-		view, err := q.Get(id)
+		view, err := q.Get(ctx, id)
 		if err != nil || view == nil || view.StartedAt == nil || view.RunAt == nil {
 			t.Fatal(id, view, err)
 		}
@@ -340,11 +346,12 @@ func TestDelayedJobsStartAtTheirRunAtNeverEarly(t *testing.T) {
 // enqueued while long handlers hold every slot is promoted at its instant: before any handler
 // completes, and with the beat an hour away (no beat can have done it).
 func TestABusyConsumerPromotesADelayedJobBeforeAnyCompletionOrBeat(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
 	release := make(chan struct{})
 	var mu sync.Mutex
 	started := map[string]bool{}
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		mu.Lock()
 		started[job.ID] = true
 		mu.Unlock()
@@ -356,17 +363,17 @@ func TestABusyConsumerPromotesADelayedJobBeforeAnyCompletionOrBeat(t *testing.T)
 	}
 	defer c.Close(5 * time.Second)
 	for i := 0; i < 2; i++ {
-		if _, err := q.Enqueue(i, nil); err != nil {
+		if _, err := q.Enqueue(ctx, i, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, 20*time.Second, "both slots busy", func() bool { return c.Running() == 2 })
-	delayed, err := q.EnqueueIn("later", 300*time.Millisecond, nil)
+	delayed, err := q.EnqueueIn(ctx, "later", 300*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "the delayed job promoted while every slot is busy", func() bool {
-		v, err := q.Get(delayed.ID)
+		v, err := q.Get(ctx, delayed.ID)
 		return err == nil && v.State == "pending"
 	})
 	if c.Running() != 2 {
@@ -374,7 +381,7 @@ func TestABusyConsumerPromotesADelayedJobBeforeAnyCompletionOrBeat(t *testing.T)
 	}
 	close(release)
 	waitFor(t, 20*time.Second, "the delayed job completed", func() bool {
-		v, err := q.Get(delayed.ID)
+		v, err := q.Get(ctx, delayed.ID)
 		return err == nil && v.State == "completed"
 	})
 }
@@ -383,6 +390,7 @@ func TestABusyConsumerPromotesADelayedJobBeforeAnyCompletionOrBeat(t *testing.T)
 // reported degraded with a back-off that doubles and is capped; the first whole beat after the
 // cause is gone is reported recovered, and jobs run again.
 func TestAFailingBeatIsReportedDegradedBacksOffAndRecovers(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
 	conn := q.client.Conn()
 	defer conn.Close()
@@ -392,7 +400,7 @@ func TestAFailingBeatIsReportedDegradedBacksOffAndRecovers(t *testing.T) {
 	var mu sync.Mutex
 	var waits []int64
 	recovered := 0
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) { return "ok", nil },
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) { return "ok", nil },
 		ConsumerOptions{BeatMs: 20, OnEvent: func(e ConsumerEvent) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -418,12 +426,12 @@ func TestAFailingBeatIsReportedDegradedBacksOffAndRecovers(t *testing.T) {
 	if _, err := conn.Do("DEL", q.Key("consumers")); err != nil {
 		t.Fatal(err)
 	}
-	a, err := q.Enqueue(1, nil)
+	a, err := q.Enqueue(ctx, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "the job completed after the recovery", func() bool {
-		v, err := q.Get(a.ID)
+		v, err := q.Get(ctx, a.ID)
 		return err == nil && v.State == "completed"
 	})
 	mu.Lock()

@@ -1,6 +1,8 @@
 package echomq
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -70,11 +72,14 @@ type Events struct {
 }
 
 // Events starts a reader: from "$" (new events only), "0" (replay) or a stream id.
-func (q *Queue) Events(from string) (*Events, error) {
+func (q *Queue) Events(ctx context.Context, from string) (*Events, error) {
 	r := &Events{q: q, LastID: from, BlockMs: 5000, Count: 500}
 	if from == "$" {
 		// Pin '$' to a concrete id, so a reconnect resumes from it instead of skipping.
-		conn := q.conn()
+		conn, err := q.connContext(ctx)
+		if err != nil {
+			return nil, err
+		}
 		defer conn.Close()
 		last, err := redis.Values(conn.Do("XREVRANGE", q.Key("events"), "+", "-", "COUNT", 1))
 		if err != nil {
@@ -90,7 +95,12 @@ func (q *Queue) Events(from string) (*Events, error) {
 }
 
 // Next blocks up to BlockMs for the next entries and returns their events (none on timeout).
-func (r *Events) Next() ([]Event, error) {
+// When ctx ends first, the read is cut (its connection closed; the next call reconnects and
+// resumes after LastID, so nothing is skipped) and the error wraps ctx.Err().
+func (r *Events) Next(ctx context.Context) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, notSent(ctx, "the events read")
+	}
 	if r.conn == nil {
 		conn, err := r.q.dialBlocking()
 		if err != nil {
@@ -98,11 +108,23 @@ func (r *Events) Next() ([]Event, error) {
 		}
 		r.conn = conn
 	}
-	reply, err := redis.DoWithTimeout(r.conn, time.Duration(r.BlockMs)*time.Millisecond+3*time.Second,
+	conn, read := r.conn, make(chan struct{})
+	go func() { // a done ctx ends the blocking read at once
+		select {
+		case <-ctx.Done():
+			conn.Close()
+		case <-read:
+		}
+	}()
+	reply, err := redis.DoWithTimeout(conn, time.Duration(r.BlockMs)*time.Millisecond+3*time.Second,
 		"XREAD", "COUNT", r.Count, "BLOCK", r.BlockMs, "STREAMS", r.q.Key("events"), r.LastID)
+	close(read)
 	if err != nil {
 		r.conn.Close()
 		r.conn = nil // reconnect next time, from LastID
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("echomq: the events read was cut: %w", ctx.Err())
+		}
 		return nil, err
 	}
 	if reply == nil {

@@ -58,7 +58,7 @@ func ExampleCalculateNextMillis() {
 
 // A pattern the Go runtime cannot read is refused with EMQCRON before anything is written.
 func ExampleRepeatOptions_Validate() {
-	err := echomq.RepeatOptions{Pattern: "0 9 * * MON#2"}.Validate()
+	err := echomq.RepeatOptions{Pattern: "0 9 * * MON#6"}.Validate() // there is no sixth Monday
 	fmt.Println(errors.Is(err, echomq.ErrCron))
 	err = echomq.RepeatOptions{Every: 1000, TZ: "UTC"}.Validate()
 	fmt.Println(errors.Is(err, echomq.ErrInput))

@@ -1,10 +1,12 @@
 package echomq
 
 // Flows: a parent waits for its children (state waiting_children) and is released when the
-// last one completes, nested to any depth, admitted at once by the flow_add script (its 9-tuple
-// form: every job in this queue), and read back as TypeScript's queue.flow(id) reads it, from
-// the children index flow_add writes (P job:<id>:deps). A tree whose children live in other
-// queues is TypeScript's for now (it admits each queue's part with a call of its own).
+// last one completes, nested to any depth, admitted by the flow_add script and read back as
+// TypeScript's queue.flow(id) reads it, from the children index flow_add writes (P
+// job:<id>:deps). A flow may span queues (SPEC 14.1): one call admits the whole tree when one
+// script reaches every queue of it (a server that is not a Cluster), else it is admitted per
+// queue, the parent's part first. A child whose parent is in another queue ends with a notice in
+// its own queue, which the consumers of that queue deliver on their beat (DeliverNotices).
 
 import (
 	"context"
@@ -16,14 +18,17 @@ import (
 
 // FlowJob is a job of a flow to add: a leaf, or a parent of Children.
 type FlowJob struct {
-	Name string
-	Data interface{}
-	// Opts are the job's options (ID, Priority, Group, Attempts, Backoff); Dedupe is refused.
+	// Queue is the job's queue; "": its parent's (the root's: the queue AddFlow is called on).
+	Queue string
+	Name  string      // "": Opts.Name, else none
+	Data  interface{} // nil: {}
+	// Opts are the job's options (ID, Priority, Group, Attempts, Backoff); Dedupe and Timeout
+	// are refused (flow_add stores neither); nil: none.
 	Opts *JobOptions
 	// Continue: "" a failed child fails this parent; "1" it runs anyway; "ignore" it runs and
 	// records the failure.
 	Continue string
-	Children []FlowJob
+	Children []FlowJob // none: a leaf
 }
 
 // FlowNode is a job of a flow with its id (AddFlow's answer) or its state (Flow's).
@@ -35,19 +40,52 @@ type FlowNode struct {
 	Children []FlowNode `json:"children"`
 }
 
-// AddFlow admits the tree in one call: "added", or "duplicate" when the root's id exists
-// (nothing is written). Every job is checked before the call.
+// flowEntry is one job of a flow to add, encoded, in its place in the tree.
+type flowEntry struct {
+	q        *Queue
+	a        admission
+	cont     string
+	parent   *flowEntry
+	children []*flowEntry
+}
+
+// flowWide announces flow_add's 15-field tuples (never a job id): a queue prefix per job.
+const flowWide = "#15"
+
+// AddFlow admits the tree, the root in q: "added", or "duplicate" when the root's id exists
+// (nothing is written). Every job is checked before the first call, and the tree is admitted
+// in one call (this client's server is not a Cluster, so one script reaches every queue).
 func (q *Queue) AddFlow(ctx context.Context, root FlowJob) (*FlowNode, string, error) {
-	argv := []interface{}{q.Prefix}
+	return q.addFlow(ctx, root, false)
+}
+
+// addFlow admits the tree in one call, or with perQueue a part per queue (SPEC 14.1: what a
+// client must do when the queues are in different Cluster slots), each part one call, the
+// parent's first: a part is the jobs of one queue reached from its first job without leaving
+// that queue; its children in other queues go as refs, admitted by parts of their own.
+func (q *Queue) addFlow(ctx context.Context, root FlowJob, perQueue bool) (*FlowNode, string, error) {
+	if root.Queue != "" && root.Queue != q.Name {
+		return nil, "", newError("EMQINPUT", "the flow's root is in queue %q: call AddFlow on that queue's handle (this one is %q)", root.Queue, q.Name)
+	}
+	var entries []*flowEntry
 	ids := map[string]bool{}
-	var walk func(j FlowJob, parent string) (FlowNode, error)
-	walk = func(j FlowJob, parent string) (FlowNode, error) {
+	var walk func(j FlowJob, in *Queue, parent *flowEntry) (FlowNode, error)
+	walk = func(j FlowJob, in *Queue, parent *flowEntry) (FlowNode, error) {
+		if j.Queue != "" {
+			var err error
+			if in, err = q.sibling(j.Queue); err != nil {
+				return FlowNode{}, err
+			}
+		}
 		opts := JobOptions{}
 		if j.Opts != nil {
 			opts = *j.Opts
 		}
 		if opts.Dedupe != nil {
 			return FlowNode{}, newError("EMQINPUT", "a flow's jobs cannot be deduplicated (job %q): leave Dedupe out", j.Name)
+		}
+		if opts.Timeout != 0 {
+			return FlowNode{}, newError("EMQINPUT", "a flow's jobs cannot carry their own timeout (job %q; flow_add stores none): leave Timeout out, the consumer's TimeoutMs applies", j.Name)
 		}
 		if opts.Name == "" {
 			opts.Name = j.Name
@@ -59,7 +97,7 @@ func (q *Queue) AddFlow(ctx context.Context, root FlowJob) (*FlowNode, string, e
 		if data == nil {
 			data = map[string]interface{}{}
 		}
-		a, err := q.admission(data, &opts)
+		a, err := in.admission(data, &opts)
 		if err != nil {
 			return FlowNode{}, err
 		}
@@ -67,10 +105,14 @@ func (q *Queue) AddFlow(ctx context.Context, root FlowJob) (*FlowNode, string, e
 			return FlowNode{}, newError("EMQINPUT", "job id %s appears twice in the flow", a.id)
 		}
 		ids[a.id] = true
-		argv = append(argv, a.id, a.payload, a.prio, a.group, a.name, a.max, a.backoff, parent, j.Continue)
-		node := FlowNode{ID: a.id, Queue: q.Name, Name: a.name, Children: []FlowNode{}}
+		e := &flowEntry{q: in, a: a, cont: j.Continue, parent: parent}
+		entries = append(entries, e)
+		if parent != nil {
+			parent.children = append(parent.children, e)
+		}
+		node := FlowNode{ID: a.id, Queue: in.Name, Name: a.name, Children: []FlowNode{}}
 		for _, c := range j.Children {
-			child, err := walk(c, a.id)
+			child, err := walk(c, in, e)
 			if err != nil {
 				return FlowNode{}, err
 			}
@@ -78,18 +120,158 @@ func (q *Queue) AddFlow(ctx context.Context, root FlowJob) (*FlowNode, string, e
 		}
 		return node, nil
 	}
-	tree, err := walk(root, "")
+	tree, err := walk(root, q, nil)
 	if err != nil {
 		return nil, "", err
 	}
-	n, err := redis.Int(q.RunContext(ctx, "flow_add", "", argv...))
+	// One call may write queues other than its own: each says hello first (version, registry).
+	for _, e := range entries {
+		if _, err := e.q.Greeting(ctx); err != nil {
+			return nil, "", err
+		}
+	}
+	if !perQueue {
+		all := map[*flowEntry]bool{}
+		for _, e := range entries {
+			all[e] = true
+		}
+		added, err := q.flowAdd(ctx, flowTuples(q, entries[0], all))
+		if err != nil {
+			return nil, "", err
+		}
+		return &tree, flowStatus(added), nil
+	}
+	status := ""
+	for _, start := range entries {
+		if start.parent != nil && start.parent.q == start.q {
+			continue // in the part of its parent
+		}
+		part := map[*flowEntry]bool{}
+		var grow func(e *flowEntry)
+		grow = func(e *flowEntry) {
+			part[e] = true
+			for _, c := range e.children {
+				if c.q == e.q {
+					grow(c)
+				}
+			}
+		}
+		grow(start)
+		added, err := start.q.flowAdd(ctx, flowTuples(start.q, start, part))
+		if err != nil && start != entries[0] {
+			return nil, "", newError(codeOr(err, "EMQINPUT"), "the flow was admitted only in part (its part in queue %s failed: %v); call AddFlow again with the same job ids to admit the rest", start.q.Name, err)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if start == entries[0] {
+			status = flowStatus(added)
+		}
+	}
+	return &tree, status, nil
+}
+
+func flowStatus(added bool) string {
+	if added {
+		return "added"
+	}
+	return "duplicate"
+}
+
+// codeOr is err's protocol code, or fallback when it has none.
+func codeOr(err error, fallback string) string {
+	if code := Code(err); code != "" {
+		return code
+	}
+	return fallback
+}
+
+// flowTuples are flow_add's arguments after the prefix for the part of the tree from start in
+// call's queue (part: the jobs it admits), in tree order: a child of the part that is not in it
+// goes as a ref in its place (named and counted, admitted by its own part), so deps keeps the
+// children's order. A part of one queue alone goes as 9-tuples, as before flows spanned queues.
+func flowTuples(call *Queue, start *flowEntry, part map[*flowEntry]bool) []interface{} {
+	wide := false
+	for e := range part {
+		for _, c := range e.children {
+			wide = wide || c.q != call
+		}
+		wide = wide || e.q != call
+	}
+	wide = wide || start.parent != nil
+	var argv []interface{}
+	if wide {
+		argv = append(argv, flowWide)
+	}
+	var push func(e *flowEntry)
+	push = func(e *flowEntry) {
+		parent := ""
+		if e.parent != nil {
+			parent = e.parent.a.id
+			if !part[e.parent] { // the first job's parent outside the call: '<its prefix><its id>'
+				parent = e.parent.q.Prefix + e.parent.a.id
+			}
+		}
+		prefix := ""
+		if e.q != call {
+			prefix = e.q.Prefix
+		}
+		if !part[e] {
+			argv = append(argv, prefix, e.a.id, "", "0", "", "", "", "", parent, "", "", "", "", "", "1")
+			return
+		}
+		a := e.a
+		if wide {
+			argv = append(argv, prefix)
+		}
+		argv = append(argv, a.id, a.payload, a.prio, a.group, a.name, a.max, a.backoff, parent, e.cont)
+		if wide {
+			argv = append(argv, "", "", "", "", "") // retention, tags, lifo: none; not a ref
+		}
+		for _, c := range e.children {
+			push(c)
+		}
+	}
+	push(start)
+	return argv
+}
+
+// flowAdd runs flow_add on q: true when admitted, false for a duplicate root.
+func (q *Queue) flowAdd(ctx context.Context, tuples []interface{}) (bool, error) {
+	n, err := redis.Int(q.Run(ctx, "flow_add", "", append([]interface{}{q.Prefix}, tuples...)...))
+	return n == 1, err
+}
+
+// sibling is the handle of the queue `name` on q's client (q itself for its own name), kept so
+// that a queue's hello is said once.
+func (q *Queue) sibling(name string) (*Queue, error) {
+	if name == q.Name {
+		return q, nil
+	}
+	q.siblingsMu.Lock()
+	defer q.siblingsMu.Unlock()
+	if s := q.siblings[name]; s != nil {
+		return s, nil
+	}
+	s, err := q.client.Queue(name)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if n != 1 {
-		return &tree, "duplicate", nil
+	if q.siblings == nil {
+		q.siblings = map[string]*Queue{}
 	}
-	return &tree, "added", nil
+	q.siblings[name] = s
+	return s, nil
+}
+
+// splitRef reads a job named across queues, '<its prefix><its id>' (emq:{<queue>}:JOB…), as
+// rows hold a remote parent and deps a remote child; ok false for a bare id.
+func splitRef(ref string) (queue, id string, ok bool) {
+	i := strings.Index(ref, "}:")
+	if !strings.HasPrefix(ref, "emq:{") || i < 0 {
+		return "", ref, false
+	}
+	return ref[len("emq:{"):i], ref[i+2:], true
 }
 
 // flowTreeLimit is the most jobs Flow reads (TypeScript's TREE_LIMIT).
@@ -126,9 +308,9 @@ func (q *Queue) Flow(ctx context.Context, id string) (*FlowNode, error) {
 			node.State = "missing"
 		}
 		for _, ref := range refs {
-			cq, cid := queue, ref
-			if i := strings.Index(ref, "}:"); strings.HasPrefix(ref, "emq:{") && i > 0 {
-				cq, cid = ref[len("emq:{"):i], ref[i+2:]
+			cq, cid, remote := splitRef(ref)
+			if !remote {
+				cq = queue
 			}
 			child, err := visit(cq, cid)
 			if err != nil {

@@ -61,7 +61,7 @@ func (c *Consumer) putBack(job *Job, handlerErr error) bool {
 	job.acking = true
 	c.mu.Unlock()
 	c.settle(job, func() error {
-		at, err := redis.Int64(c.q.Run(verb, job.ID, c.q.Prefix, job.ID, job.token, ms))
+		at, err := redis.Int64(c.q.Run(c.own, verb, job.ID, c.q.Prefix, job.ID, job.token, ms))
 		if err != nil {
 			return err
 		}
@@ -78,8 +78,9 @@ func (c *Consumer) putBack(job *Job, handlerErr error) bool {
 }
 
 // Log appends lines to the job's log (kept to the consumer's MaxLogLines, each cut to
-// MaxLogLineBytes), fenced by the lease: ErrLease when the job is no longer this run's.
-func (j *Job) Log(lines ...string) error {
+// MaxLogLineBytes), fenced by the lease: ErrLease when the job is no longer this run's. ctx is
+// usually the handler's.
+func (j *Job) Log(ctx context.Context, lines ...string) error {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -87,7 +88,7 @@ func (j *Job) Log(lines ...string) error {
 	for _, l := range lines {
 		argv = append(argv, clipBytes(l, j.c.opts.MaxLogLineBytes))
 	}
-	statuses, err := redis.Strings(j.c.q.Run("log", "", argv...))
+	statuses, err := redis.Strings(j.c.q.Run(ctx, "log", "", argv...))
 	if err != nil {
 		return err
 	}

@@ -47,15 +47,16 @@ func rawHash(t *testing.T, q *Queue, key string) map[string]string {
 }
 
 func TestHelloStampsTheDefaultVersionAndTheRuntimeSpeaksTheStoredOne(t *testing.T) {
+	ctx := context.Background()
 	url := testServer(t)
 	v1 := testClient(t, url, Options{})
 	v2 := testClient(t, url, Options{ProtocolVersion: 2})
 
 	old := testQueueOf(t, v1, "old")
-	if _, err := old.Enqueue(1, nil); err != nil {
+	if _, err := old.Enqueue(ctx, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	g, err := old.Greeting()
+	g, err := old.Greeting(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +64,14 @@ func TestHelloStampsTheDefaultVersionAndTheRuntimeSpeaksTheStoredOne(t *testing.
 		t.Fatalf("a new queue is stamped 1 by default and the scripts are level %d: got %+v", KnownLevel, g)
 	}
 	// A client that stamps 2 speaks 1 on a queue stamped 1: the stored version wins.
-	if n, err := testQueueOf(t, v2, "old").ProtocolVersion(); err != nil || n != 1 {
+	if n, err := testQueueOf(t, v2, "old").ProtocolVersion(ctx); err != nil || n != 1 {
 		t.Fatalf("stored version 1 read by a client stamping 2: %d %v", n, err)
 	}
 	fresh := testQueueOf(t, v2, "fresh")
-	if n, err := fresh.ProtocolVersion(); err != nil || n != 2 {
+	if n, err := fresh.ProtocolVersion(ctx); err != nil || n != 2 {
 		t.Fatalf("a new queue of a client stamping 2: %d %v", n, err)
 	}
-	if n, err := testQueueOf(t, v1, "fresh").ProtocolVersion(); err != nil || n != 2 {
+	if n, err := testQueueOf(t, v1, "fresh").ProtocolVersion(ctx); err != nil || n != 2 {
 		t.Fatalf("stored version 2 read by a default client: %d %v", n, err)
 	}
 
@@ -85,7 +86,7 @@ func TestHelloStampsTheDefaultVersionAndTheRuntimeSpeaksTheStoredOne(t *testing.
 		t.Fatal(err)
 	}
 	later := testQueueOf(t, v1, "later")
-	_, err = later.Enqueue(1, nil)
+	_, err = later.Enqueue(ctx, 1, nil)
 	if !errors.Is(err, ErrProtocol) || errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "1 to 2") {
 		t.Fatalf("a version-3 queue must be refused with EMQPROTOCOL naming 1 to 2: %v", err)
 	}
@@ -108,20 +109,21 @@ func TestGreetingReadsTheEntriesItKnowsAndIgnoresTheRest(t *testing.T) {
 }
 
 func TestOnVersion2ARowWithoutMaxAllowsThreeAttempts(t *testing.T) {
+	ctx := context.Background()
 	url := testServer(t)
 	v2 := testQueueOf(t, testClient(t, url, Options{ProtocolVersion: 2}), "v2")
 	v1 := testQueueOf(t, testClient(t, url, Options{}), "v1")
 
 	// The Go producer passes max as TypeScript's does; the scripts leave a max of 3 out on 2.
-	plain, _ := v2.Enqueue(map[string]int{"n": 1}, nil)
-	five, _ := v2.Enqueue(map[string]int{"n": 2}, &JobOptions{Attempts: 5})
-	later, _ := v2.EnqueueIn(map[string]int{"n": 3}, 3600e9, nil)
+	plain, _ := v2.Enqueue(ctx, map[string]int{"n": 1}, nil)
+	five, _ := v2.Enqueue(ctx, map[string]int{"n": 2}, &JobOptions{Attempts: 5})
+	later, _ := v2.EnqueueIn(ctx, map[string]int{"n": 3}, 3600e9, nil)
 	for id, want := range map[string]string{plain.ID: "", five.ID: "5", later.ID: ""} {
 		row := rawHash(t, v2, v2.JobKey(id))
 		if row["max"] != want {
 			t.Fatalf("version 2 row %s: max %q, want %q", id, row["max"], want)
 		}
-		view, err := v2.Get(id)
+		view, err := v2.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +131,7 @@ func TestOnVersion2ARowWithoutMaxAllowsThreeAttempts(t *testing.T) {
 			t.Fatalf("version 2 view %s: maxAttempts %d, want %d", id, view.MaxAttempts, wantN)
 		}
 	}
-	one, _ := v1.Enqueue(1, nil)
+	one, _ := v1.Enqueue(ctx, 1, nil)
 	if row := rawHash(t, v1, v1.JobKey(one.ID)); row["max"] != "3" {
 		t.Fatalf("version 1 writes max 3: %v", row)
 	}
@@ -137,14 +139,14 @@ func TestOnVersion2ARowWithoutMaxAllowsThreeAttempts(t *testing.T) {
 	conn := v1.client.Conn()
 	conn.Do("HDEL", v1.JobKey(one.ID), "max")
 	conn.Close()
-	if view, _ := v1.Get(one.ID); view.MaxAttempts != 1 {
+	if view, _ := v1.Get(ctx, one.ID); view.MaxAttempts != 1 {
 		t.Fatalf("version 1 row without max: %d attempts, want 1", view.MaxAttempts)
 	}
 
 	// The Go consumer retries a version-2 row without max 3 times, then dead-letters it.
 	var runs int32
 	dead := make(chan struct{})
-	c, err := v2.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := v2.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		if job.ID != plain.ID {
 			return nil, nil
 		}
@@ -163,15 +165,16 @@ func TestOnVersion2ARowWithoutMaxAllowsThreeAttempts(t *testing.T) {
 	}
 	defer c.Close(5e9)
 	<-dead
-	view, _ := v2.Get(plain.ID)
+	view, _ := v2.Get(ctx, plain.ID)
 	if view.State != "dead" || view.Attempts != 3 || atomic.LoadInt32(&runs) != 3 {
 		t.Fatalf("a version-2 job without max runs 3 times: %+v, %d runs", view, runs)
 	}
 }
 
 func TestTheHeartbeatListsTheVersionsItSpeaksAndMigrateCountsIt(t *testing.T) {
+	ctx := context.Background()
 	q := testQueue(t)
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) { return nil, nil },
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) { return nil, nil },
 		ConsumerOptions{BeatMs: 50})
 	if err != nil {
 		t.Fatal(err)
@@ -185,11 +188,11 @@ func TestTheHeartbeatListsTheVersionsItSpeaksAndMigrateCountsIt(t *testing.T) {
 		t.Fatalf("heartbeat info: %v", info)
 	}
 	// migrate (SPEC 19.41) steps the queue up while this consumer is alive: it speaks 2.
-	reply, err := redis.Int64s(q.Run("migrate", "", q.Prefix, 1, 2, 60000))
-	if err != nil || reply[0] != 2 || reply[1] != 1 {
-		t.Fatalf("migrate with a Go consumer alive: %v %v", reply, err)
+	out, err := q.Migrate(ctx, MigrateOptions{To: 2})
+	if err != nil || out != (MigrateResult{From: 1, Version: 2, Consumers: 1}) {
+		t.Fatalf("migrate with a Go consumer alive: %+v %v", out, err)
 	}
-	if n, _ := q.ProtocolVersion(); n != 2 {
+	if n, _ := q.ProtocolVersion(ctx); n != 2 {
 		t.Fatalf("the queue's version after migrate: %d", n)
 	}
 	if err := c.Close(5e9); err != nil {

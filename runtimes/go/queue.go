@@ -22,11 +22,14 @@ const DefaultProtocolVersion = 1
 // KnownLevel is the SPEC feature level this runtime was written for (SPEC.md section 22.2).
 const KnownLevel = 2
 
-// Options configure a Client. Zero values take the defaults of SPEC.md section 25.1.
+// Options configure a Client. Every zero value takes the default of SPEC.md section 25.1.
 type Options struct {
-	ProtocolDir     string // the protocol directory (scripts/ inside); default FindProtocolDir()
-	DefaultAttempts int    // attempts of a job admitted without its own; default 3
-	MaxPayloadBytes int    // largest encoded payload, result or progress; default 512 KiB
+	// ProtocolDir is the protocol directory (scripts/ inside); "": FindProtocolDir().
+	ProtocolDir string
+	// DefaultAttempts are the attempts of a job admitted without its own; 0: 3.
+	DefaultAttempts int
+	// MaxPayloadBytes is the largest encoded payload, result or progress; 0: 512 KiB.
+	MaxPayloadBytes int
 	// ProtocolVersion is the version hello stamps on a queue that has none (one of
 	// ProtocolVersions); 0 means DefaultProtocolVersion (1). A queue that has one keeps it: the
 	// runtime speaks the stored version there (Queue.ProtocolVersion).
@@ -143,6 +146,9 @@ type Queue struct {
 
 	helloMu  sync.Mutex
 	greeting *Greeting // hello's answer, once it came
+
+	siblingsMu sync.Mutex
+	siblings   map[string]*Queue // other queues' handles, for flows across queues (flows.go)
 }
 
 // Queue returns a handle on the queue `name`.
@@ -243,16 +249,22 @@ func (q *Queue) hello(conn redis.Conn) (*Greeting, error) {
 
 // Greeting says hello (once per handle) and returns its answer: the queue's protocol version,
 // the scripts' feature level and the server's optional commands.
-func (q *Queue) Greeting() (*Greeting, error) {
-	conn := q.conn()
+func (q *Queue) Greeting(ctx context.Context) (*Greeting, error) {
+	conn, err := q.connContext(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer conn.Close()
 	return q.hello(conn)
 }
 
 // ProtocolVersion is the queue's protocol version now (meta `version`, read after hello): a
 // migrate by any runtime since this handle's hello shows here.
-func (q *Queue) ProtocolVersion() (int, error) {
-	conn := q.conn()
+func (q *Queue) ProtocolVersion(ctx context.Context) (int, error) {
+	conn, err := q.connContext(ctx)
+	if err != nil {
+		return 0, err
+	}
 	defer conn.Close()
 	if _, err := q.hello(conn); err != nil {
 		return 0, err
@@ -264,9 +276,14 @@ func (q *Queue) ProtocolVersion() (int, error) {
 	return int(number(version)), nil
 }
 
-// Run calls a protocol script with KEYS built from its contract (`jobID` fills the `job` key).
-func (q *Queue) Run(name, jobID string, argv ...interface{}) (interface{}, error) {
-	conn := q.conn()
+// Run calls a protocol script with KEYS built from its contract (`jobID` fills the `job` key),
+// on a connection borrowed under ctx: a done ctx makes no call (a script, once sent, runs to
+// its end on the server: it is atomic).
+func (q *Queue) Run(ctx context.Context, name, jobID string, argv ...interface{}) (interface{}, error) {
+	conn, err := q.connContext(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer conn.Close()
 	return q.runOn(conn, name, jobID, argv)
 }
@@ -298,20 +315,24 @@ func (q *Queue) runOn(conn redis.Conn, name, jobID string, argv []interface{}) (
 
 // Dedupe deduplicates by a key of the caller's own (SPEC.md section 13).
 type Dedupe struct {
-	Key   string `json:"key"`
-	Mode  string `json:"mode"`  // "throttle" or "debounce"
-	TTLMs int64  `json:"ttlMs"` // 0: until the kept job ends
+	Key   string `json:"key"`   // 1-200 characters; "" is refused
+	Mode  string `json:"mode"`  // "throttle" or "debounce"; "" is refused
+	TTLMs int64  `json:"ttlMs"` // how long the key holds; 0: until the kept job ends
 }
 
-// JobOptions are a job's admission options; zero values are absent.
+// JobOptions are a job's admission options. Every zero value means "absent": the default
+// named on the field applies.
 type JobOptions struct {
-	ID       string // default: a minted id
-	Name     string
-	Priority int // 0 = none; lower runs first
-	Group    string
-	Attempts int // default: the client's DefaultAttempts (3)
-	Backoff  *Backoff
-	Dedupe   *Dedupe
+	ID       string   // "": a minted id (ids.go)
+	Name     string   // at most 200 characters; "": none
+	Priority int      // 0 to 2097152, lower runs first; 0: none (before any prioritised job)
+	Group    string   // the lane the job waits in; "": none
+	Attempts int      // 1 to 1000000; 0: the client's DefaultAttempts (3)
+	Backoff  *Backoff // nil: the consumer's policy
+	Dedupe   *Dedupe  // nil: no deduplication but the id's
+	// Timeout is each attempt's execution timeout (SPEC 8.1), whole ms >= 1, stored on the row
+	// (`timeout`): it wins over the consumer's TimeoutMs, in either runtime. 0: the consumer's.
+	Timeout time.Duration
 }
 
 // Admitted is an admission's outcome: Status "enqueued" (or "scheduled"), "duplicate", or
@@ -325,11 +346,21 @@ type admission struct {
 	id                                       string
 	payload, prio, group, name, max, backoff string
 	dedupeKey, dedupeSpec                    string
+	timeout                                  string // the row's `timeout` in ms; '' for the consumer's
 }
 
-func (a admission) tuple() []interface{} {
-	return []interface{}{a.id, a.payload, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec}
+// tuple is the job's part of an enqueue call: the 9 fields, or with timed the 14 (the 13-field
+// form's retention, tags and lifo left ”, then timeout_ms; SPEC 19.2).
+func (a admission) tuple(timed bool) []interface{} {
+	t := []interface{}{a.id, a.payload, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec}
+	if timed {
+		t = append(t, "", "", "", "", a.timeout)
+	}
+	return t
 }
+
+// timedMarker announces enqueue's 14-field tuples (never a job id).
+const timedMarker = "#14"
 
 // EncodeJSON encodes a value for the wire (SPEC.md section 5.1): a json.RawMessage goes as is.
 func EncodeJSON(value interface{}, what string, limit int) (string, error) {
@@ -401,6 +432,13 @@ func (q *Queue) admission(data interface{}, opts *JobOptions) (admission, error)
 		}
 		a.backoff = string(text)
 	}
+	if opts.Timeout != 0 {
+		ms := opts.Timeout.Milliseconds()
+		if ms < 1 || time.Duration(ms)*time.Millisecond != opts.Timeout {
+			return a, newError("EMQINPUT", "timeout must be a whole number of ms >= 1 (or 0: the consumer's TimeoutMs), got %v", opts.Timeout)
+		}
+		a.timeout = strconv.FormatInt(ms, 10)
+	}
 	if d := opts.Dedupe; d != nil {
 		if d.Key == "" || len(d.Key) > 200 {
 			return a, newError("EMQINPUT", "dedupe key must be a string of 1-200 characters")
@@ -432,8 +470,8 @@ func admitted(id string, reply interface{}, added string) Admitted {
 }
 
 // Enqueue adds a job that can run now; idempotent on the id.
-func (q *Queue) Enqueue(data interface{}, opts *JobOptions) (Admitted, error) {
-	out, err := q.EnqueueMany([]Item{{Data: data, Opts: opts}})
+func (q *Queue) Enqueue(ctx context.Context, data interface{}, opts *JobOptions) (Admitted, error) {
+	out, err := q.EnqueueMany(ctx, []Item{{Data: data, Opts: opts}})
 	if err != nil {
 		return Admitted{}, err
 	}
@@ -449,8 +487,10 @@ type Item struct {
 const admissionChunk = 1000
 
 // EnqueueMany adds many jobs, one script call per chunk of 1000, statuses in input order.
-// Every job is checked before the first call.
-func (q *Queue) EnqueueMany(items []Item) ([]Admitted, error) {
+// Every job is checked before the first call. Each chunk is admitted whole or not at all: when
+// ctx ends (or Redis fails) between chunks, the statuses of the chunks admitted so far come
+// back with the error, and the rest were not sent.
+func (q *Queue) EnqueueMany(ctx context.Context, items []Item) ([]Admitted, error) {
 	jobs := make([]admission, len(items))
 	for i, it := range items {
 		a, err := q.admission(it.Data, it.Opts)
@@ -463,10 +503,19 @@ func (q *Queue) EnqueueMany(items []Item) ([]Admitted, error) {
 	for start := 0; start < len(jobs); start += admissionChunk {
 		part := jobs[start:min(start+admissionChunk, len(jobs))]
 		argv := []interface{}{q.Prefix}
+		// Every tuple of a call has one width: the 14 fields only for a call with a timed job,
+		// so plain enqueues stay 9 wide.
+		timed := false
 		for _, a := range part {
-			argv = append(argv, a.tuple()...)
+			timed = timed || a.timeout != ""
 		}
-		reply, err := redis.Values(q.Run("enqueue", "", argv...))
+		if timed {
+			argv = append(argv, timedMarker)
+		}
+		for _, a := range part {
+			argv = append(argv, a.tuple(timed)...)
+		}
+		reply, err := redis.Values(q.Run(ctx, "enqueue", "", argv...))
 		if err != nil {
 			return out, err
 		}
@@ -478,27 +527,31 @@ func (q *Queue) EnqueueMany(items []Item) ([]Admitted, error) {
 }
 
 // EnqueueAt adds a job claimable at runAtMs (epoch ms, judged on the server's clock).
-func (q *Queue) EnqueueAt(data interface{}, runAtMs int64, opts *JobOptions) (Admitted, error) {
+func (q *Queue) EnqueueAt(ctx context.Context, data interface{}, runAtMs int64, opts *JobOptions) (Admitted, error) {
 	if runAtMs < 0 {
 		return Admitted{}, newError("EMQINPUT", "runAtMs must be a whole number >= 0, got %d", runAtMs)
 	}
-	return q.schedule(data, "at", runAtMs, opts)
+	return q.schedule(ctx, data, "at", runAtMs, opts)
 }
 
 // EnqueueIn adds a job claimable `delay` from now, measured on the server's clock.
-func (q *Queue) EnqueueIn(data interface{}, delay time.Duration, opts *JobOptions) (Admitted, error) {
+func (q *Queue) EnqueueIn(ctx context.Context, data interface{}, delay time.Duration, opts *JobOptions) (Admitted, error) {
 	if delay < 0 {
 		return Admitted{}, newError("EMQINPUT", "delay must be >= 0, got %v", delay)
 	}
-	return q.schedule(data, "in", delay.Milliseconds(), opts)
+	return q.schedule(ctx, data, "in", delay.Milliseconds(), opts)
 }
 
-func (q *Queue) schedule(data interface{}, mode string, value int64, opts *JobOptions) (Admitted, error) {
+func (q *Queue) schedule(ctx context.Context, data interface{}, mode string, value int64, opts *JobOptions) (Admitted, error) {
 	a, err := q.admission(data, opts)
 	if err != nil {
 		return Admitted{}, err
 	}
-	reply, err := q.Run("schedule", a.id, a.id, a.payload, mode, value, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec)
+	argv := []interface{}{a.id, a.payload, mode, value, a.prio, a.group, a.name, a.max, a.backoff, a.dedupeKey, a.dedupeSpec}
+	if a.timeout != "" { // retention and tags '', then timeout_ms (SPEC 19.3)
+		argv = append(argv, "", "", "", a.timeout)
+	}
+	reply, err := q.Run(ctx, "schedule", a.id, argv...)
 	if err != nil {
 		return Admitted{}, err
 	}
@@ -539,11 +592,14 @@ type JobView struct {
 }
 
 // Get reads a job's row; nil when no job has that id.
-func (q *Queue) Get(id string) (*JobView, error) {
+func (q *Queue) Get(ctx context.Context, id string) (*JobView, error) {
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
-	conn := q.conn()
+	conn, err := q.connContext(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer conn.Close()
 	// The row and meta's version in one round trip: an absent max means 1 or 3 by it (SPEC 22.3).
 	conn.Send("MULTI")
@@ -641,8 +697,8 @@ func DecodeRow(id string, row map[string]string, version string) *JobView {
 }
 
 // Cancel ends a waiting job at once ("cancelled") or asks a running one to stop ("requested").
-func (q *Queue) Cancel(id string) (string, error) {
-	return redis.String(q.Run("cancel", id, q.Prefix, id))
+func (q *Queue) Cancel(ctx context.Context, id string) (string, error) {
+	return redis.String(q.Run(ctx, "cancel", id, q.Prefix, id))
 }
 
 func min(a, b int) int {
@@ -652,21 +708,11 @@ func min(a, b int) int {
 	return b
 }
 
-// RunContext is Run with a context: a connection is borrowed under ctx, and a ctx already done
-// makes no call (a script, once sent, runs to its end on the server: it is atomic).
-func (q *Queue) RunContext(ctx context.Context, name, jobID string, argv ...interface{}) (interface{}, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	conn := q.conn()
-	defer conn.Close()
-	return q.runOn(conn, name, jobID, argv)
-}
-
-// connContext borrows a pooled connection under ctx (close it to give it back).
+// connContext borrows a pooled connection under ctx (close it to give it back): every command
+// on it honours ctx (context.go).
 func (q *Queue) connContext(ctx context.Context) (redis.Conn, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, notSent(ctx, "queue "+q.Name+"'s call")
 	}
-	return q.conn(), nil
+	return withContext(ctx, q.conn()), nil
 }

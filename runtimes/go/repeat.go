@@ -87,7 +87,7 @@ func (r *Repeat) Register(ctx context.Context, name string, everyMs int64, templ
 	if err != nil {
 		return "", err
 	}
-	n, err := redis.Int(r.q.RunContext(ctx, "register", "", name, everyMs, payload, first, r.q.Prefix, catchUp, maxText))
+	n, err := redis.Int(r.q.Run(ctx, "register", "", name, everyMs, payload, first, r.q.Prefix, catchUp, maxText))
 	if err != nil {
 		return "", err
 	}
@@ -102,7 +102,7 @@ func (r *Repeat) Unregister(ctx context.Context, name string) (bool, error) {
 	if err := CheckName("repeat name", name); err != nil {
 		return false, err
 	}
-	n, err := redis.Int(r.q.RunContext(ctx, "unregister", "", r.q.Prefix, name))
+	n, err := redis.Int(r.q.Run(ctx, "unregister", "", r.q.Prefix, name))
 	return n == 1, err
 }
 
@@ -143,7 +143,7 @@ func (r *Repeat) Pump(ctx context.Context, batch int) (PumpResult, error) {
 	if batch < 1 {
 		return PumpResult{}, newError("EMQINPUT", "batch must be a whole number >= 1, got %d", batch)
 	}
-	reply, err := redis.Values(r.q.RunContext(ctx, "pump", "", r.q.Prefix, batch))
+	reply, err := redis.Values(r.q.Run(ctx, "pump", "", r.q.Prefix, batch))
 	if err != nil {
 		return PumpResult{}, err
 	}

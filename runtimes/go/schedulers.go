@@ -102,7 +102,7 @@ type schedulerRead struct {
 }
 
 func (s *JobSchedulers) read(ctx context.Context, id string) (*schedulerRead, error) {
-	reply, err := redis.Values(s.q.RunContext(ctx, "getJobScheduler", "", s.q.Prefix, "one", id))
+	reply, err := redis.Values(s.q.Run(ctx, "getJobScheduler", "", s.q.Prefix, "one", id))
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +270,7 @@ func (s *JobSchedulers) Upsert(ctx context.Context, id string, repeat RepeatOpti
 				ended = endReason(repeat, count)
 			}
 		}
-		status, nextAt, jobID, err := schedulerWrite(s.q.RunContext(ctx, "addJobScheduler", "",
+		status, nextAt, jobID, err := schedulerWrite(s.q.Run(ctx, "addJobScheduler", "",
 			s.q.Prefix, id, canonical, name, payload, strconv.Itoa(o.Priority), o.Group, maxText, backoff,
 			next, read.fields["job"], count, ended, ahead))
 		if err != nil {
@@ -358,7 +358,7 @@ func (s *JobSchedulers) Remove(ctx context.Context, id string) (bool, error) {
 	if err := CheckName("scheduler id", id); err != nil {
 		return false, err
 	}
-	n, err := redis.Int(s.q.RunContext(ctx, "removeJobScheduler", "", s.q.Prefix, id))
+	n, err := redis.Int(s.q.Run(ctx, "removeJobScheduler", "", s.q.Prefix, id))
 	return n == 1, err
 }
 
@@ -388,7 +388,7 @@ func (s *JobSchedulers) RunNow(ctx context.Context, id string) (string, error) {
 		}
 		return "", newError("EMQSTATE", "scheduler %s has no occurrence waiting: the next one is made at %s", id, read.score)
 	}
-	if _, err := s.q.RunContext(ctx, "promote_job", job, s.q.Prefix, job); err != nil {
+	if _, err := s.q.Run(ctx, "promote_job", job, s.q.Prefix, job); err != nil {
 		return "", err
 	}
 	return job, nil
@@ -405,7 +405,7 @@ func (s *JobSchedulers) Advance(ctx context.Context, batch int) (AdvanceResult, 
 	if batch < 1 {
 		return AdvanceResult{}, newError("EMQINPUT", "batch must be a whole number >= 1, got %d", batch)
 	}
-	reply, err := redis.Values(s.q.RunContext(ctx, "getJobScheduler", "", s.q.Prefix, "due", batch))
+	reply, err := redis.Values(s.q.Run(ctx, "getJobScheduler", "", s.q.Prefix, "due", batch))
 	if err != nil {
 		return AdvanceResult{}, err
 	}
@@ -440,7 +440,7 @@ func (s *JobSchedulers) Advance(ctx context.Context, batch int) (AdvanceResult, 
 		} else {
 			ended = endReason(r, count)
 		}
-		status, when, jobID, err := schedulerWrite(s.q.RunContext(ctx, "updateJobScheduler", "", s.q.Prefix, id, job, nextText, ended, ahead))
+		status, when, jobID, err := schedulerWrite(s.q.Run(ctx, "updateJobScheduler", "", s.q.Prefix, id, job, nextText, ended, ahead))
 		if err != nil {
 			return out, err
 		}
@@ -464,7 +464,7 @@ func (s *JobSchedulers) Advance(ctx context.Context, batch int) (AdvanceResult, 
 			continue
 		}
 		more := lookahead(r, last, count+left, Ahead-int(left))
-		if _, _, _, err := schedulerWrite(s.q.RunContext(ctx, "updateJobScheduler", "", s.q.Prefix, id, job, "more", "", more)); err != nil {
+		if _, _, _, err := schedulerWrite(s.q.Run(ctx, "updateJobScheduler", "", s.q.Prefix, id, job, "more", "", more)); err != nil {
 			return out, err
 		}
 	}

@@ -36,7 +36,7 @@ func TestSchedulersUpsertGetListCountRemove(t *testing.T) {
 		t.Fatalf("%+v %v", v, err)
 	}
 	// The waiting occurrence is an ordinary delayed job at the scheduler's instant.
-	row, err := q.Get(v.JobID)
+	row, err := q.Get(ctx, v.JobID)
 	if err != nil || row == nil || row.State != "scheduled" || row.RunAt == nil || *row.RunAt != *v.NextRunAt {
 		t.Fatalf("%+v %v", row, err)
 	}
@@ -53,7 +53,7 @@ func TestSchedulersUpsertGetListCountRemove(t *testing.T) {
 	if ok, err := s.RemoveByKey(ctx, "report"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if row, _ := q.Get(v.JobID); row != nil {
+	if row, _ := q.Get(ctx, v.JobID); row != nil {
 		t.Fatalf("the waiting occurrence goes with its scheduler: %+v", row)
 	}
 	if ok, _ := s.Remove(ctx, "report"); ok {
@@ -102,8 +102,8 @@ func TestAGoConsumerServesEverySlotOfItsSchedulersOnce(t *testing.T) {
 	runs := map[string][]int64{}
 	seen := map[string]int{}
 	early := 0
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
-		row, err := q.Get(job.ID)
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
+		row, err := q.Get(ctx, job.ID)
 		if err != nil || row == nil || row.RunAt == nil || row.StartedAt == nil {
 			return nil, errors.New("no row")
 		}
@@ -159,7 +159,7 @@ func TestAdvanceFollowsACancelledOccurrenceAndEndsAtTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status, err := q.Cancel(up.JobID); err != nil || status != "cancelled" {
+	if status, err := q.Cancel(ctx, up.JobID); err != nil || status != "cancelled" {
 		t.Fatal(status, err)
 	}
 	var made []string
@@ -170,7 +170,7 @@ func TestAdvanceFollowsACancelledOccurrenceAndEndsAtTheLimit(t *testing.T) {
 		}
 		made = append(made, out.Made...)
 		for _, id := range made {
-			q.Cancel(id) // never run: the hand-off follows each
+			q.Cancel(ctx, id) // never run: the hand-off follows each
 		}
 		v, _ := s.Get(ctx, "thrice")
 		return v != nil && v.Ended != ""
@@ -198,7 +198,7 @@ func TestRepeatRegisterListPumpUnregister(t *testing.T) {
 	}
 	var mu sync.Mutex
 	count := 0
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		mu.Lock()
 		count++
 		mu.Unlock()

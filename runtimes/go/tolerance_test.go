@@ -45,6 +45,7 @@ func laterLevel(body string, entries int) string {
 }
 
 func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
+	ctx := context.Background()
 	client := testClient(t, testServer(t), Options{})
 	for name, entries := range laterTuples {
 		s, err := ParseScript(name, laterLevel(client.scripts[name].Body, entries))
@@ -66,7 +67,7 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 	}
 
 	// hello answered with entries after the three it knows.
-	g, err := q.Greeting()
+	g, err := q.Greeting(ctx)
 	if err != nil || g.Version != 1 || g.Level != KnownLevel {
 		t.Fatalf("greeting against a later level: %+v %v", g, err)
 	}
@@ -74,14 +75,14 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 	do("HSET", q.Key("meta"), "a_later_setting", "x")
 	var ids []string
 	for n := 0; n < 60; n++ {
-		a, err := q.Enqueue(map[string]int{"n": n, "fails": map[bool]int{true: 1}[n%4 == 0]}, &JobOptions{Backoff: Fixed(1)})
+		a, err := q.Enqueue(ctx, map[string]int{"n": n, "fails": map[bool]int{true: 1}[n%4 == 0]}, &JobOptions{Backoff: Fixed(1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, a.ID)
 	}
 	for n := 60; n < 70; n++ {
-		a, err := q.EnqueueIn(map[string]int{"n": n}, 50*time.Millisecond, nil)
+		a, err := q.EnqueueIn(ctx, map[string]int{"n": n}, 50*time.Millisecond, nil)
 		if err != nil || a.Status != "scheduled" {
 			t.Fatal(a, err)
 		}
@@ -96,14 +97,14 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 	do("XADD", q.Key("events"), "*", "event", "waiting", "id", ids[2], "a_later_field", "1")
 	do("XADD", q.Key("wake"), "*", "k", "z")
 	info := `{"host":"h","pid":1,"beatMs":1000,"protocols":[1,2,3],"mood":"ok"}`
-	beat, err := redis.Values(q.Run("heartbeat", "", q.Prefix, "later-runtime", info))
+	beat, err := redis.Values(q.Run(ctx, "heartbeat", "", q.Prefix, "later-runtime", info))
 	if err != nil || len(beat) != 5 || fmt.Sprint(replyValue(beat[2])) != "an entry of a later level" {
 		t.Fatalf("the scripts here must be a later level's: heartbeat replied %v %v", replyValue(beat), err)
 	}
 
 	var mu sync.Mutex
 	runs := map[int]int{}
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		var data struct{ N, Fails int }
 		if err := json.Unmarshal(job.Data, &data); err != nil {
 			return nil, err
@@ -123,7 +124,7 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 	views := make([]*JobView, len(ids))
 	waitFor(t, 60*time.Second, "every job completed", func() bool {
 		for i, id := range ids {
-			v, err := q.Get(id)
+			v, err := q.Get(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +151,7 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 	}
 
 	// The events reader carries on past names and fields it does not know.
-	r, err := q.Events("0")
+	r, err := q.Events(ctx, "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 	r.BlockMs = 100
 	completed, teleported := 0, map[string]string(nil)
 	for completed < 70 {
-		events, err := r.Next()
+		events, err := r.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 	if teleported["where"] != "mars" {
 		t.Fatalf("an event of an unknown name is passed on with its fields: %v", teleported)
 	}
-	if n, err := q.ProtocolVersion(); err != nil || n != 1 {
+	if n, err := q.ProtocolVersion(ctx); err != nil || n != 1 {
 		t.Fatalf("meta with a later field: version %d %v", n, err)
 	}
 }

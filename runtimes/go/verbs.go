@@ -9,6 +9,7 @@ package echomq
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -19,13 +20,13 @@ import (
 // Pause holds the whole queue: no claims until Resume; running jobs finish. True when it was
 // running.
 func (q *Queue) Pause(ctx context.Context) (bool, error) {
-	n, err := redis.Int(q.RunContext(ctx, "pause", "", q.Prefix))
+	n, err := redis.Int(q.Run(ctx, "pause", "", q.Prefix))
 	return n == 1, err
 }
 
 // Resume lets a paused queue run again. True when it was paused.
 func (q *Queue) Resume(ctx context.Context) (bool, error) {
-	n, err := redis.Int(q.RunContext(ctx, "resume", "", q.Prefix))
+	n, err := redis.Int(q.Run(ctx, "resume", "", q.Prefix))
 	return n == 1, err
 }
 
@@ -101,7 +102,7 @@ func (l *Lanes) apply(ctx context.Context, group string, s LaneSettings) error {
 	if err != nil {
 		return err
 	}
-	_, err = l.q.RunContext(ctx, "configure_lane", "", l.q.Prefix, group, conc, rate)
+	_, err = l.q.Run(ctx, "configure_lane", "", l.q.Prefix, group, conc, rate)
 	return err
 }
 
@@ -110,7 +111,7 @@ func (l *Lanes) Pause(ctx context.Context, group string) (bool, error) {
 	if err := CheckName("group", group); err != nil {
 		return false, err
 	}
-	n, err := redis.Int(l.q.RunContext(ctx, "pause", "", l.q.Prefix, group))
+	n, err := redis.Int(l.q.Run(ctx, "pause", "", l.q.Prefix, group))
 	return n == 1, err
 }
 
@@ -119,7 +120,7 @@ func (l *Lanes) Resume(ctx context.Context, group string) (bool, error) {
 	if err := CheckName("group", group); err != nil {
 		return false, err
 	}
-	n, err := redis.Int(l.q.RunContext(ctx, "resume", "", l.q.Prefix, group))
+	n, err := redis.Int(l.q.Run(ctx, "resume", "", l.q.Prefix, group))
 	return n == 1, err
 }
 
@@ -131,7 +132,7 @@ func (q *Queue) Promote(ctx context.Context, id string) error {
 	if err := CheckID(id); err != nil {
 		return err
 	}
-	_, err := q.RunContext(ctx, "promote_job", id, q.Prefix, id)
+	_, err := q.Run(ctx, "promote_job", id, q.Prefix, id)
 	return err
 }
 
@@ -156,7 +157,7 @@ func (q *Queue) reschedule(ctx context.Context, id, mode string, value int64) (i
 	if err := CheckID(id); err != nil {
 		return 0, err
 	}
-	return redis.Int64(q.RunContext(ctx, "reschedule", id, q.Prefix, id, mode, value))
+	return redis.Int64(q.Run(ctx, "reschedule", id, q.Prefix, id, mode, value))
 }
 
 // Reprioritize gives a job that has not started a new priority (lower runs first; 0: none).
@@ -167,7 +168,7 @@ func (q *Queue) Reprioritize(ctx context.Context, id string, priority int) error
 	if priority < 0 || priority > 1<<21 {
 		return newError("EMQINPUT", "priority must be a whole number from 0 to 2097152, got %d", priority)
 	}
-	_, err := q.RunContext(ctx, "reprioritize", id, q.Prefix, id, priority)
+	_, err := q.Run(ctx, "reprioritize", id, q.Prefix, id, priority)
 	return err
 }
 
@@ -181,7 +182,7 @@ func (q *Queue) Update(ctx context.Context, id string, data interface{}) error {
 	if err != nil {
 		return err
 	}
-	_, err = q.RunContext(ctx, "update_data", id, q.Prefix, id, payload)
+	_, err = q.Run(ctx, "update_data", id, q.Prefix, id, payload)
 	return err
 }
 
@@ -190,7 +191,7 @@ func (q *Queue) Remove(ctx context.Context, id string) (bool, error) {
 	if err := CheckID(id); err != nil {
 		return false, err
 	}
-	n, err := redis.Int(q.RunContext(ctx, "remove", id, q.Prefix, id))
+	n, err := redis.Int(q.Run(ctx, "remove", id, q.Prefix, id))
 	return n == 1, err
 }
 
@@ -203,7 +204,7 @@ func (q *Queue) Retry(ctx context.Context, id string) error {
 	if err := CheckID(id); err != nil {
 		return err
 	}
-	statuses, err := redis.Strings(q.RunContext(ctx, "retry", "", q.Prefix, id))
+	statuses, err := redis.Strings(q.Run(ctx, "retry", "", q.Prefix, id))
 	if err != nil {
 		return err
 	}
@@ -295,7 +296,7 @@ func (q *Queue) RetryAll(ctx context.Context, opts RetryAllOptions) (int, error)
 		for _, id := range ids {
 			argv = append(argv, id)
 		}
-		statuses, err := redis.Strings(q.RunContext(ctx, "retry", "", argv...))
+		statuses, err := redis.Strings(q.Run(ctx, "retry", "", argv...))
 		if err != nil {
 			return retried, err
 		}
@@ -319,7 +320,7 @@ func (q *Queue) Clean(ctx context.Context, state string, olderThan time.Duration
 	if olderThan < 0 || limit < 1 {
 		return 0, newError("EMQINPUT", "clean needs olderThan >= 0 and limit >= 1, got %v and %d", olderThan, limit)
 	}
-	return redis.Int64(q.RunContext(ctx, "clean", "", q.Prefix, state, olderThan.Milliseconds(), limit))
+	return redis.Int64(q.Run(ctx, "clean", "", q.Prefix, state, olderThan.Milliseconds(), limit))
 }
 
 // DrainOptions: zero values are the defaults.
@@ -344,7 +345,7 @@ func (q *Queue) Drain(ctx context.Context, opts DrainOptions) (int64, error) {
 	}
 	var total int64
 	for {
-		reply, err := redis.Int64s(q.RunContext(ctx, "drain", "", q.Prefix, batch, scheduled))
+		reply, err := redis.Int64s(q.Run(ctx, "drain", "", q.Prefix, batch, scheduled))
 		if err != nil {
 			return total, err
 		}
@@ -409,14 +410,13 @@ func (q *Queue) WaitFor(ctx context.Context, id string) (json.RawMessage, error)
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
-	events, err := q.Events("$") // events from here on are seen, so the row read below cannot miss the end
+	events, err := q.Events(ctx, "$") // events from here on are seen, so the row read below cannot miss the end
 	if err != nil {
 		return nil, err
 	}
 	defer events.Close()
-	events.BlockMs = 500 // how often a done ctx is noticed while nothing happens
 	settled := func() (json.RawMessage, bool, error) {
-		v, err := q.Get(id)
+		v, err := q.Get(ctx, id)
 		switch {
 		case err != nil:
 			return nil, true, err
@@ -442,10 +442,10 @@ func (q *Queue) WaitFor(ctx context.Context, id string) (json.RawMessage, error)
 		return out, err
 	}
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		batch, err := events.Next(ctx) // a done ctx cuts its blocking read at once
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("echomq: stopped waiting for job %s: %w", id, ctx.Err())
 		}
-		batch, err := events.Next()
 		if err != nil {
 			time.Sleep(50 * time.Millisecond) // the reader reconnects from where it was
 			continue

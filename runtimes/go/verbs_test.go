@@ -13,8 +13,9 @@ import (
 
 // claimIDs claims up to n jobs by hand (the claim script), for tests of what is claimable.
 func claimIDs(t *testing.T, q *Queue, n int) []string {
+	ctx := context.Background()
 	t.Helper()
-	reply, err := redis.Values(q.Run("claim", "", q.Prefix, n, 30000, "test"))
+	reply, err := redis.Values(q.Run(ctx, "claim", "", q.Prefix, n, 30000, "test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func claimIDs(t *testing.T, q *Queue, n int) []string {
 func TestPauseResumeAndLanes(t *testing.T) {
 	q := testQueue(t)
 	ctx := context.Background()
-	if _, err := q.Enqueue(map[string]int{"n": 1}, nil); err != nil {
+	if _, err := q.Enqueue(ctx, map[string]int{"n": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := q.Pause(ctx); err != nil || !ok {
@@ -54,7 +55,7 @@ func TestPauseResumeAndLanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		q.Enqueue(map[string]int{"n": i}, &JobOptions{Group: "g"})
+		q.Enqueue(ctx, map[string]int{"n": i}, &JobOptions{Group: "g"})
 	}
 	if ids := claimIDs(t, q, 10); len(ids) != 1 {
 		t.Fatalf("a lane of concurrency 1 gave %v", ids)
@@ -62,8 +63,8 @@ func TestPauseResumeAndLanes(t *testing.T) {
 	if ok, err := lanes.Pause(ctx, "h"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	q.Enqueue(map[string]int{"n": 9}, &JobOptions{Group: "h"})
-	flat, _ := q.Enqueue(map[string]int{"n": 10}, nil)
+	q.Enqueue(ctx, map[string]int{"n": 9}, &JobOptions{Group: "h"})
+	flat, _ := q.Enqueue(ctx, map[string]int{"n": 10}, nil)
 	if ids := claimIDs(t, q, 10); len(ids) != 1 || ids[0] != flat.ID {
 		t.Fatalf("a paused lane's job was claimed: %v", ids)
 	}
@@ -87,9 +88,9 @@ func TestPauseResumeAndLanes(t *testing.T) {
 func TestChangingAJobThatHasNotStarted(t *testing.T) {
 	q := testQueue(t)
 	ctx := context.Background()
-	a, _ := q.EnqueueIn(map[string]int{"n": 1}, time.Hour, nil)
+	a, _ := q.EnqueueIn(ctx, map[string]int{"n": 1}, time.Hour, nil)
 	at, err := q.RescheduleIn(ctx, a.ID, 2*time.Hour)
-	v, _ := q.Get(a.ID)
+	v, _ := q.Get(ctx, a.ID)
 	if err != nil || v.RunAt == nil || *v.RunAt != at {
 		t.Fatal(at, err, v)
 	}
@@ -102,7 +103,7 @@ func TestChangingAJobThatHasNotStarted(t *testing.T) {
 	if err := q.Promote(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	v, _ = q.Get(a.ID)
+	v, _ = q.Get(ctx, a.ID)
 	if v.State != "pending" || string(v.Data) != `{"n":2}` || v.Priority == nil || *v.Priority != 7 {
 		t.Fatalf("%+v", v)
 	}
@@ -128,10 +129,10 @@ func TestDrainRetryRetryAllCleanAndWaitFor(t *testing.T) {
 	q := testQueue(t)
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
-		q.Enqueue(map[string]int{"n": i}, nil)
+		q.Enqueue(ctx, map[string]int{"n": i}, nil)
 	}
-	q.EnqueueIn(map[string]int{"n": 5}, time.Hour, nil)
-	q.EnqueueIn(map[string]int{"n": 6}, time.Hour, nil)
+	q.EnqueueIn(ctx, map[string]int{"n": 5}, time.Hour, nil)
+	q.EnqueueIn(ctx, map[string]int{"n": 6}, time.Hour, nil)
 	if n, err := q.Drain(ctx, DrainOptions{Batch: 2}); err != nil || n != 5 {
 		t.Fatal(n, err)
 	}
@@ -144,12 +145,12 @@ func TestDrainRetryRetryAllCleanAndWaitFor(t *testing.T) {
 		if i%2 == 1 {
 			name = "bad"
 		}
-		a, _ := q.Enqueue(map[string]interface{}{"n": i, "fail": i%2 == 1}, &JobOptions{Name: name, Attempts: 1})
+		a, _ := q.Enqueue(ctx, map[string]interface{}{"n": i, "fail": i%2 == 1}, &JobOptions{Name: name, Attempts: 1})
 		ids = append(ids, a.ID)
 	}
 	var failNow atomic.Bool
 	failNow.Store(true)
-	c, err := q.Consume(func(ctx context.Context, job *Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) {
 		var d struct{ Fail bool }
 		json.Unmarshal(job.Data, &d)
 		if d.Fail && failNow.Load() {
@@ -190,13 +191,13 @@ func TestDrainRetryRetryAllCleanAndWaitFor(t *testing.T) {
 	if n, err := q.Clean(ctx, "completed", 0, 100); err != nil || n != 6 {
 		t.Fatal(n, err)
 	}
-	later, _ := q.EnqueueIn(map[string]int{"n": 1}, time.Hour, nil)
+	later, _ := q.EnqueueIn(ctx, map[string]int{"n": 1}, time.Hour, nil)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	if _, err := q.WaitFor(short, later.ID); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a wait past its context ends with the context: %v", err)
 	}
-	q.Cancel(later.ID)
+	q.Cancel(ctx, later.ID)
 	if _, err := q.WaitFor(ctx, later.ID); !errors.Is(err, ErrCancelled) {
 		t.Fatal(err)
 	}

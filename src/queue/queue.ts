@@ -58,18 +58,22 @@ export class Queue<D = unknown, R = unknown> extends QueueUpkeep {
     this.schedulers = new JobSchedulers(this.wire);
   }
 
+  /** The queue's name, as given to `mq.queue(name)`. */
   get name(): string {
     return this.wire.name;
   }
 
+  /** @internal The queue's key names (src/wire's Keyspace), for tests and tools. */
   get keys(): Keyspace {
     return this.wire.keys;
   }
 
+  /** @internal The connection the queue runs on, for the runtime's own rooms. */
   get connector(): Connector {
     return this.wire.connector;
   }
 
+  /** The largest encoded payload an enqueue accepts (QueueOptions.maxPayloadBytes). */
   get maxPayloadBytes(): number {
     return this.wire.limits.maxPayloadBytes;
   }
@@ -87,14 +91,14 @@ export class Queue<D = unknown, R = unknown> extends QueueUpkeep {
     return this.wire.run(name, argv, jobId, durability);
   }
 
-  /** A call's `durability` option, the connection's default when absent. */
+  /** @internal A call's `durability` option, the connection's default when absent. */
   durabilityFor(value: unknown, where: string): Replication | undefined {
     return this.wire.durabilityFor(value, where);
   }
 
   // ── admission ───────────────────────────────────────────────────────────────
 
-  /** Validates and encodes one job for the admission scripts (enqueue, schedule, flow_add). */
+  /** @internal Validates and encodes one job for the admission scripts (enqueue, schedule, flow_add). */
   admission(data: D, options?: EnqueueOptions): Admission {
     return encodeJob(data, options, this.wire.limits);
   }

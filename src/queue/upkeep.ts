@@ -19,7 +19,7 @@ const MIGRATE_OPTIONS: ReadonlySet<string> = new Set(['to', 'windowMs']);
 
 export class QueueUpkeep {
   constructor(
-    /** The queue as the wire sees it; the runtime rooms (consumer, events, lanes...) take this. */
+    /** @internal The queue as the wire sees it; the runtime rooms (consumer, events, lanes...) take this. */
     readonly wire: QueueWire,
   ) {}
 

@@ -106,12 +106,26 @@ function compilePattern(pattern: unknown): Cron {
       },
     );
   }
-  if (cron.nextRun(new Date(0)) === null) {
+  if (firstRun(cron) === null) {
     throw new EchoMQError('EMQCRON', `pattern ${show(pattern)} never matches a date; ${PATTERN_EXAMPLE}`);
   }
   if (cronCache.size >= CRON_CACHE_MAX) cronCache.clear();
   cronCache.set(pattern, cron);
   return cron;
+}
+
+/**
+ * The pattern's first run after the epoch, or null when it has none. Croner 10.0.1 searches an
+ * impossible day rule (`LW * +6`: the last weekday on a Saturday) by recursing until the stack
+ * overflows; that RangeError means the same as its null.
+ */
+function firstRun(cron: Cron): Date | null {
+  try {
+    return cron.nextRun(new Date(0));
+  } catch (err) {
+    if (err instanceof RangeError) return null;
+    throw err;
+  }
 }
 
 const formatters = new Map<string, Intl.DateTimeFormat>();

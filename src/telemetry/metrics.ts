@@ -14,11 +14,15 @@
 // The stream readers start on the first scrape (or ready()): a registry nobody scrapes holds
 // no connection. Counters count from then on, as Prometheus counters do after a restart.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { streamMs } from '../core/attempts.js';
 import type { Job, QueueEvent } from '../core/types.js';
 import { JOB_STATES } from '../core/types.js';
 import { EventHub } from '../events/hub.js';
 import { Inspector, type QueueStats } from '../inspect/inspector.js';
 import type { EchoMQ } from '../queue/echomq.js';
+
+/** The server-clock ms of an event's stream id, for a reader that times events itself. */
+export { streamMs };
 
 export interface MetricsOptions {
   /** The connection whose queues are measured. */
@@ -64,11 +68,6 @@ const SCRIPT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
 const MAX_WAITING = 100_000;
 /** Scrapes within this many ms share one read of the queues. */
 const SNAPSHOT_MS = 1000;
-
-/** The ms part of a stream id `<ms>-<seq>`. */
-export function streamMs(streamId: string): number {
-  return Number(streamId.slice(0, streamId.indexOf('-')));
-}
 
 /**
  * Registers EchoMQ's metrics in `registry` and returns the handle that observes consumers and

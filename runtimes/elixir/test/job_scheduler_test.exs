@@ -29,7 +29,8 @@ defmodule EchoMQ.JobSchedulerTest do
     assert {:ok, true} = JobScheduler.remove(conn, "s1", "tick")
     assert {:ok, false} = JobScheduler.remove_by_key(conn, "s1", "tick")
     assert {:ok, nil} = JobScheduler.get(conn, "s1", "tick")
-    assert {:error, {:cron, _}} = JobScheduler.upsert(conn, "s1", "bad", %{pattern: "0 0 * * MON"}, nil)
+    assert {:error, {:cron, _}} = JobScheduler.upsert(conn, "s1", "bad", %{pattern: "0 0 * * MUN"}, nil)
+    assert {:error, {:cron, _}} = JobScheduler.upsert(conn, "s1", "bad", %{pattern: "0 0 * * 5#6"}, nil)
     assert {:error, {:input, _}} = JobScheduler.upsert(conn, "s1", "bad", %{every: 0}, nil)
   end
 

@@ -13,7 +13,7 @@ defmodule EchoMQ.Consumer do
   Options: `:queue` (required), `:handler` (required; `fn job -> … end`), `:conn` (an
   `EchoMQ.Connector`) or `:url`, `:concurrency` (10), `:lease_ms` (30000), `:beat_ms` (1000),
   `:promote_batch` (100), `:recovery` (`:reap` | `:stalled` | `:off`), `:max_stalled` (1),
-  `:recurrence` (true: the scheduler hand-off leg, `EchoMQ.JobScheduler.advance/3`),
+  `:recurrence` (true: the recurrence leg, `EchoMQ.Repeat.pump/3` and `EchoMQ.JobScheduler.advance/3`),
   `:backoff` (the default policy, `{:exponential, 1000, 300_000}`), `:close_timeout_ms`
   (10000), `:id`, `:notify` (a pid that gets `{:echomq_consumer, kind, job_id, info}` for
   kind `:active`, `:completed`, `:failed`, `:lost`, `:degraded`), `:name`.
@@ -265,14 +265,15 @@ defmodule EchoMQ.Consumer do
     end
   end
 
-  # The recurrence leg (SPEC 15): the scheduler hand-off and lookahead top-up, once a beat and
-  # at once when promote released occurrences it could not follow (`handoffs`).
+  # The recurrence leg (SPEC 15): the cadences' pump (the backstop for a slot promote did not
+  # release) and the scheduler hand-off and lookahead top-up, once a beat and at once when
+  # promote released occurrences it could not follow (`handoffs`).
   defp recurrence(%{recurrence: false} = s), do: {:ok, s}
 
   defp recurrence(s) do
-    case EchoMQ.JobScheduler.advance(s.conn, s.queue, s.batch) do
-      {:ok, _} -> {:ok, s}
-      {:error, reason} -> {:error, reason}
+    with {:ok, _} <- EchoMQ.Repeat.pump(s.conn, s.queue, s.batch),
+         {:ok, _} <- EchoMQ.JobScheduler.advance(s.conn, s.queue, s.batch) do
+      {:ok, s}
     end
   end
 

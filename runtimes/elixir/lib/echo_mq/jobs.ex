@@ -177,15 +177,22 @@ defmodule EchoMQ.Jobs do
     end
   end
 
-  defp check_payload(p) when byte_size(p) > @max_payload,
-    do: {:error, :too_big}
+  defp check_payload(p), do: check_json(p, "payload")
 
-  defp check_payload(p) do
-    case JSON.decode(p) do
+  @doc false
+  # JSON text within the payload cap (SPEC 17), `what` naming it in the error: the payload of a
+  # job, the data of an update, a cadence's template.
+  def check_json(text, _what) when is_binary(text) and byte_size(text) > @max_payload, do: {:error, :too_big}
+
+  def check_json(text, what) when is_binary(text) do
+    case JSON.decode(text) do
       {:ok, _} -> :ok
-      {:error, why} -> {:error, {:input, "payload must be JSON text (EchoMQ.JSON.encode!/1): #{why}"}}
+      {:error, why} -> {:error, {:input, "#{what} must be JSON text (EchoMQ.JSON.encode!/1): #{why}"}}
     end
   end
+
+  def check_json(other, what),
+    do: {:error, {:input, "#{what} must be JSON text (a binary), got #{inspect(other)}"}}
 
   defp whole(n, lo, hi, _) when is_integer(n) and n >= lo and n <= hi, do: {:ok, Integer.to_string(n)}
 

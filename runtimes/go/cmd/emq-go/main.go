@@ -35,6 +35,7 @@ import (
 )
 
 func main() {
+	ctx := context.Background()
 	if len(os.Args) < 2 {
 		fail(errors.New("usage: emq-go produce|consume|get|events|conformance --url redis://… [--queue name]"))
 	}
@@ -46,6 +47,7 @@ func main() {
 	concurrency := flags.Int("concurrency", 10, "consume: handlers at once")
 	leaseMs := flags.Int64("lease-ms", 0, "consume: the lease (default 30000)")
 	beatMs := flags.Int64("beat-ms", 0, "consume: the beat (default 1000)")
+	timeoutMs := flags.Int64("timeout-ms", 0, "consume: the execution timeout of jobs without their own (default none)")
 	from := flags.String("from", "0", "events: where to start")
 	protocolVersion := flags.Int("protocol-version", 0, "the version hello stamps on a queue that has none (default 1)")
 	quiet := flags.Bool("quiet", false, "consume: print no line per job (for benches), only ready, health and closed")
@@ -73,25 +75,25 @@ func main() {
 	case "produce":
 		produce(q, out)
 	case "consume":
-		consume(q, out, echomq.ConsumerOptions{Concurrency: *concurrency, LeaseMs: *leaseMs, BeatMs: *beatMs}, *quiet)
+		consume(q, out, echomq.ConsumerOptions{Concurrency: *concurrency, LeaseMs: *leaseMs, BeatMs: *beatMs, TimeoutMs: *timeoutMs}, *quiet)
 	case "flow":
 		flow(q, out)
 	case "get":
 		for _, id := range flags.Args() {
-			view, err := q.Get(id)
+			view, err := q.Get(ctx, id)
 			if err != nil {
 				fail(err)
 			}
 			out.Encode(view)
 		}
 	case "events":
-		r, err := q.Events(*from)
+		r, err := q.Events(ctx, *from)
 		if err != nil {
 			fail(err)
 		}
 		r.BlockMs = 200
 		for {
-			events, err := r.Next()
+			events, err := r.Next(ctx)
 			if err != nil {
 				fail(err)
 			}
@@ -124,9 +126,12 @@ type jobSpec struct {
 	Dedupe   *echomq.Dedupe  `json:"dedupe"`
 	DelayMs  *int64          `json:"delayMs"`
 	RunAt    *int64          `json:"runAt"`
+	// TimeoutMs is the job's own execution timeout (JobOptions.Timeout); 0: the consumer's.
+	TimeoutMs int64 `json:"timeoutMs"`
 }
 
 func produce(q *echomq.Queue, out *json.Encoder) {
+	ctx := context.Background()
 	var specs []jobSpec
 	if err := json.NewDecoder(os.Stdin).Decode(&specs); err != nil {
 		fail(fmt.Errorf("produce reads a JSON array of jobs on stdin: %v", err))
@@ -138,13 +143,13 @@ func produce(q *echomq.Queue, out *json.Encoder) {
 		if s.Data == nil {
 			s.Data = json.RawMessage("null")
 		}
-		opts := &echomq.JobOptions{ID: s.ID, Name: s.Name, Group: s.Group, Priority: s.Priority, Attempts: s.Attempts, Backoff: s.Backoff, Dedupe: s.Dedupe}
+		opts := &echomq.JobOptions{ID: s.ID, Name: s.Name, Group: s.Group, Priority: s.Priority, Attempts: s.Attempts, Backoff: s.Backoff, Dedupe: s.Dedupe, Timeout: time.Duration(s.TimeoutMs) * time.Millisecond}
 		var err error
 		switch {
 		case s.DelayMs != nil:
-			results[i], err = q.EnqueueIn(s.Data, time.Duration(*s.DelayMs)*time.Millisecond, opts)
+			results[i], err = q.EnqueueIn(ctx, s.Data, time.Duration(*s.DelayMs)*time.Millisecond, opts)
 		case s.RunAt != nil:
-			results[i], err = q.EnqueueAt(s.Data, *s.RunAt, opts)
+			results[i], err = q.EnqueueAt(ctx, s.Data, *s.RunAt, opts)
 		default:
 			now = append(now, echomq.Item{Data: s.Data, Opts: opts})
 			nowAt = append(nowAt, i)
@@ -153,7 +158,7 @@ func produce(q *echomq.Queue, out *json.Encoder) {
 			fail(err)
 		}
 	}
-	admitted, err := q.EnqueueMany(now)
+	admitted, err := q.EnqueueMany(ctx, now)
 	if err != nil {
 		fail(err)
 	}
@@ -163,11 +168,9 @@ func produce(q *echomq.Queue, out *json.Encoder) {
 	out.Encode(results)
 }
 
-// The test handler: data {"fail": k} fails the first k attempts, {"sleepMs": n} takes n ms,
-// {"progress": true} reports progress, {"unrecoverable": true} dead-letters at once; the result
-// says who ran it.
 // flowSpec is a flow job as the flow command reads it.
 type flowSpec struct {
+	Queue    string          `json:"queue"` // "": its parent's
 	ID       string          `json:"id"`
 	Name     string          `json:"name"`
 	Data     json.RawMessage `json:"data"`
@@ -176,7 +179,7 @@ type flowSpec struct {
 }
 
 func (s flowSpec) job() echomq.FlowJob {
-	j := echomq.FlowJob{Name: s.Name, Continue: s.Continue, Opts: &echomq.JobOptions{ID: s.ID}}
+	j := echomq.FlowJob{Queue: s.Queue, Name: s.Name, Continue: s.Continue, Opts: &echomq.JobOptions{ID: s.ID}}
 	if len(s.Data) > 0 {
 		j.Data = s.Data
 	}
@@ -189,7 +192,7 @@ func (s flowSpec) job() echomq.FlowJob {
 func flow(q *echomq.Queue, out *json.Encoder) {
 	var spec flowSpec
 	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
-		fail(fmt.Errorf("flow reads one JSON tree {name, data, id, continue, children} on stdin: %v", err))
+		fail(fmt.Errorf("flow reads one JSON tree {queue, name, data, id, continue, children} on stdin: %v", err))
 	}
 	tree, status, err := q.AddFlow(context.Background(), spec.job())
 	if err != nil {
@@ -198,7 +201,11 @@ func flow(q *echomq.Queue, out *json.Encoder) {
 	out.Encode(map[string]interface{}{"status": status, "tree": tree})
 }
 
+// The test handler: data {"fail": k} fails the first k attempts, {"sleepMs": n} takes n ms,
+// {"progress": true} reports progress, {"unrecoverable": true} dead-letters at once,
+// {"children": true} returns a flow parent's children's results; the result says who ran it.
 func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, quiet bool) {
+	ctx := context.Background()
 	var mu sync.Mutex
 	print := func(v interface{}) {
 		mu.Lock()
@@ -223,7 +230,7 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, qu
 		}
 		print(line)
 	}
-	c, err := q.Consume(func(ctx context.Context, job *echomq.Job) (interface{}, error) {
+	c, err := q.Consume(ctx, func(ctx context.Context, job *echomq.Job) (interface{}, error) {
 		if !quiet {
 			print(map[string]interface{}{"kind": "started", "id": job.ID, "attempt": job.Attempts, "at": time.Now().UnixMilli()})
 		}
@@ -232,6 +239,7 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, qu
 			SleepMs       int64 `json:"sleepMs"`
 			Unrecoverable bool  `json:"unrecoverable"`
 			Progress      bool  `json:"progress"`
+			Children      bool  `json:"children"`
 		}
 		json.Unmarshal(job.Data, &data)
 		if data.SleepMs > 0 {
@@ -242,7 +250,7 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, qu
 			}
 		}
 		if data.Progress {
-			if err := job.Progress(map[string]interface{}{"at": job.Attempts, "by": "go"}); err != nil {
+			if err := job.Progress(ctx, map[string]interface{}{"at": job.Attempts, "by": "go"}); err != nil {
 				return nil, err
 			}
 		}
@@ -252,7 +260,15 @@ func consume(q *echomq.Queue, out *json.Encoder, opts echomq.ConsumerOptions, qu
 		if job.Attempts <= data.Fail {
 			return nil, fmt.Errorf("go: attempt %d fails on purpose", job.Attempts)
 		}
-		return map[string]interface{}{"by": "go", "attempt": job.Attempts, "data": job.Data}, nil
+		result := map[string]interface{}{"by": "go", "attempt": job.Attempts, "data": job.Data}
+		if data.Children { // a flow parent: its children's results, as it read them
+			children, err := q.ChildrenResults(ctx, job.ID)
+			if err != nil {
+				return nil, err
+			}
+			result["children"] = children
+		}
+		return result, nil
 	}, opts)
 	if err != nil {
 		fail(err)
