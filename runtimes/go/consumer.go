@@ -519,7 +519,7 @@ func (c *Consumer) armUnblockLocked(d time.Duration) {
 	if c.alarm != nil {
 		c.alarm.Stop()
 	}
-	seq, id := c.blockSeq, c.blockingID
+	seq, id, blocking := c.blockSeq, c.blockingID, c.blocking
 	var unblock func(tries int)
 	unblock = func(tries int) {
 		c.mu.Lock()
@@ -528,9 +528,7 @@ func (c *Consumer) armUnblockLocked(d time.Duration) {
 		if !current {
 			return
 		}
-		conn := c.q.client.Conn()
-		n, err := redis.Int(conn.Do("CLIENT", "UNBLOCK", id))
-		conn.Close()
+		n, err := c.q.client.unblock(blocking, id)
 		if err == nil && n == 0 && tries > 0 {
 			time.AfterFunc(time.Millisecond, func() { unblock(tries - 1) })
 		}
@@ -615,7 +613,7 @@ func (c *Consumer) blockingConn() (redis.Conn, error) {
 	if c.blocking != nil {
 		return c.blocking, nil
 	}
-	conn, err := c.q.client.dial()
+	conn, err := c.q.dialBlocking()
 	if err != nil {
 		return nil, err
 	}
@@ -1041,13 +1039,11 @@ func (c *Consumer) Close(timeout time.Duration) error {
 	}
 	c.closing = true
 	c.deadline = time.Now().Add(timeout)
-	blockingID := c.blockingID
+	blocking, blockingID := c.blocking, c.blockingID
 	c.mu.Unlock()
 	signal(c.kick)
 	if blockingID != 0 { // end a parked read at once
-		conn := c.q.client.Conn()
-		conn.Do("CLIENT", "UNBLOCK", blockingID)
-		conn.Close()
+		c.q.client.unblock(blocking, blockingID)
 	}
 	<-c.loopDone
 	c.dropBlocking()

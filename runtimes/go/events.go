@@ -102,7 +102,7 @@ func (r *Events) Next(ctx context.Context) ([]Event, error) {
 		return nil, notSent(ctx, "the events read")
 	}
 	if r.conn == nil {
-		conn, err := r.q.client.dial()
+		conn, err := r.q.dialBlocking()
 		if err != nil {
 			return nil, err
 		}

@@ -34,17 +34,26 @@ type Options struct {
 	// ProtocolVersions); 0 means DefaultProtocolVersion (1). A queue that has one keeps it: the
 	// runtime speaks the stored version there (Queue.ProtocolVersion).
 	ProtocolVersion int
+	// ClusterWait is how long a call on a Redis Cluster waits for its slot to be served again
+	// after a dropped connection, CLUSTERDOWN or TRYAGAIN (a failover, a migration), retrying
+	// with back-off, before it fails with EMQNOSERVER; 0 means 10 s. Unused on a single server.
+	ClusterWait time.Duration
 }
 
-// Client is a connection pool to one Redis and the protocol's scripts.
+// Client is a connection pool to one Redis, or a slot router over a Redis Cluster's primaries
+// (cluster.go), and the protocol's scripts.
 type Client struct {
-	pool    *redis.Pool
+	pool    *redis.Pool // a single server's; nil on a cluster
+	cluster *router     // a cluster's map and pools; nil on a single server
 	url     string
 	scripts Scripts
 	opts    Options
 }
 
-// Connect opens a pool to the Redis at url (redis://host:port/db) and loads the scripts.
+// Connect opens a pool to the Redis at url (redis://host:port/db) and loads the scripts. A
+// node of a Redis Cluster (INFO's cluster_enabled:1) is detected: the client then reads the
+// cluster's slot map from it and routes each queue's calls to its slot's primary (cluster.go).
+// The url is one seed; the map names the other nodes.
 func Connect(url string, opts Options) (*Client, error) {
 	if opts.ProtocolDir == "" {
 		dir, err := FindProtocolDir()
@@ -62,6 +71,12 @@ func Connect(url string, opts Options) (*Client, error) {
 	if opts.ProtocolVersion == 0 {
 		opts.ProtocolVersion = DefaultProtocolVersion
 	}
+	if opts.ClusterWait == 0 {
+		opts.ClusterWait = 10 * time.Second
+	}
+	if opts.ClusterWait < 0 {
+		return nil, newError("EMQINPUT", "ClusterWait must be a duration >= 0 (0: 10 s), got %v", opts.ClusterWait)
+	}
 	if !speaks(opts.ProtocolVersion) {
 		return nil, newError("EMQINPUT", "ProtocolVersion must be one of %v (the versions this runtime speaks), got %d", ProtocolVersions, opts.ProtocolVersion)
 	}
@@ -70,10 +85,31 @@ func Connect(url string, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{url: url, scripts: scripts, opts: opts}
-	c.pool = &redis.Pool{
+	probe, err := c.dial()
+	if err != nil {
+		return nil, newError("EMQNOSERVER", "no redis-server at %s: %v", url, err)
+	}
+	info, err := redis.String(probe.Do("INFO", "cluster"))
+	probe.Close()
+	if err != nil {
+		return nil, newError("EMQNOSERVER", "no redis-server at %s: %v", url, err)
+	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		if c.cluster, err = newRouter(url, opts.ClusterWait); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	c.pool = newPool(c.dial)
+	return c, nil
+}
+
+// newPool is a pool of connections from dial, checked with a PING when idle 10 s or more.
+func newPool(dial func() (redis.Conn, error)) *redis.Pool {
+	return &redis.Pool{
 		MaxIdle:     16,
 		IdleTimeout: time.Minute,
-		Dial:        c.dial,
+		Dial:        dial,
 		TestOnBorrow: func(conn redis.Conn, at time.Time) error {
 			if time.Since(at) < 10*time.Second {
 				return nil
@@ -82,21 +118,21 @@ func Connect(url string, opts Options) (*Client, error) {
 			return err
 		},
 	}
-	conn := c.pool.Get()
-	defer conn.Close()
-	if _, err := conn.Do("PING"); err != nil {
-		return nil, newError("EMQNOSERVER", "no redis-server at %s: %v", url, err)
-	}
-	return c, nil
 }
 
 func (c *Client) dial() (redis.Conn, error) { return redis.DialURL(c.url) }
 
-// Close closes the pool.
-func (c *Client) Close() error { return c.pool.Close() }
+// Close closes the pool (every node's, on a cluster).
+func (c *Client) Close() error {
+	if c.cluster != nil {
+		return c.cluster.close()
+	}
+	return c.pool.Close()
+}
 
-// Conn borrows a pooled connection (close it to give it back): reads need no script.
-func (c *Client) Conn() redis.Conn { return c.pool.Get() }
+// Conn borrows a pooled connection (close it to give it back): reads need no script. On a
+// cluster it is bound to the slot of the first key a command names.
+func (c *Client) Conn() redis.Conn { return c.connFor(-1) }
 
 // Scripts are the loaded protocol scripts.
 func (c *Client) Scripts() Scripts { return c.scripts }
@@ -106,6 +142,7 @@ type Queue struct {
 	client *Client
 	Name   string
 	Prefix string // emq:{<name>}:
+	slot   int    // the Redis Cluster slot of every key of the queue (its hash tag)
 
 	helloMu  sync.Mutex
 	greeting *Greeting // hello's answer, once it came
@@ -119,8 +156,16 @@ func (c *Client) Queue(name string) (*Queue, error) {
 	if err := CheckName("queue name", name); err != nil {
 		return nil, err
 	}
-	return &Queue{client: c, Name: name, Prefix: queuePrefix(name)}, nil
+	prefix := queuePrefix(name)
+	return &Queue{client: c, Name: name, Prefix: prefix, slot: KeySlot(prefix)}, nil
 }
+
+// conn borrows a connection to the node serving the queue's slot (close it to give it back).
+func (q *Queue) conn() redis.Conn { return q.client.connFor(q.slot) }
+
+// dialBlocking opens a connection of its own, for a blocking read of the queue's streams, to
+// the node serving its slot.
+func (q *Queue) dialBlocking() (redis.Conn, error) { return q.client.dialFor(q.slot) }
 
 // queuePrefix is the prefix of every key of the queue `name` (SPEC.md section 4): the braces
 // keep them in one Redis Cluster slot.
@@ -669,9 +714,5 @@ func (q *Queue) connContext(ctx context.Context) (redis.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, notSent(ctx, "queue "+q.Name+"'s call")
 	}
-	conn, err := q.client.pool.GetContext(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return withContext(ctx, conn), nil
+	return withContext(ctx, q.conn()), nil
 }
