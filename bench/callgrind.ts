@@ -10,16 +10,18 @@
 //   stretches the run to 10-20 s by the machine's load, so c1's figure carries ~10k of them per
 //   job that moves from run to run; wire's does not, so it is the one to compare script changes by.
 //   SCRIPTS=<dir>: wire runs the scripts of that directory (a baseline checkout's protocol/scripts)
+//   SCRIPTS_VIA=eval|functions: EVALSHA or FCALL (connect's `scripts`; default functions), every row
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { buildLibrary } from '../src/wire/library.js';
 import { loadScripts } from '../src/wire/scripts.js';
 import type { Adapter } from './adapters/adapter.js';
 import { bullmqAdapter } from './adapters/bullmq.js';
-import { echomqAdapter, useProtocolVersion } from './adapters/echomq.js';
+import { echomqAdapter, scriptsVia, useProtocolVersion } from './adapters/echomq.js';
 import { payloads } from './workloads.js';
 
 const what = process.argv[2] ?? 'all';
@@ -146,10 +148,21 @@ async function main() {
     const scripts = loadScripts(process.env.SCRIPTS);
     const r = new Redis(url);
     const p = `emq:{${q}}:`;
-    for (const name of ['claim', 'complete']) await r.script('LOAD', scripts.get(name)!.body);
+    const viaEval = scriptsVia() === 'eval';
+    const lib = buildLibrary(scripts.values());
+    if (viaEval) for (const name of ['claim', 'complete']) await r.script('LOAD', scripts.get(name)!.body);
+    else await r.call('FUNCTION', 'LOAD', 'REPLACE', lib.code);
     const run = async (name: string, argv: string[]) => {
       const sc = scripts.get(name)!;
-      return (await r.evalsha(sc.sha, sc.keys.length, ...sc.keys.map((k) => p + k), ...argv)) as unknown[];
+      const keys = sc.keys.map((k) => p + k);
+      if (viaEval) return (await r.evalsha(sc.sha, keys.length, ...keys, ...argv)) as unknown[];
+      return (await r.call(
+        'FCALL',
+        lib.functions.get(name)!.name,
+        keys.length,
+        ...keys,
+        ...argv,
+      )) as unknown[];
     };
     let job = ((await run('claim', [p, '1', '30000', 'wire']))[0] as unknown[]).slice(0, 2);
     const step = async () => {
@@ -161,7 +174,7 @@ async function main() {
     for (let i = 0; i < N; i++) await step();
     const ir = total();
     r.disconnect();
-    return `echomq wire c1: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim, no consumer)${stats(N)}`;
+    return `echomq wire c1: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
   };
   const rows: string[] = [];
   try {

@@ -76,6 +76,7 @@ export {
 export type { ConnectOptions, RedisClient } from './wire/connector.js';
 export type { Durability } from './wire/durability.js';
 export type { Dependency, DependencyPage, FlowTree } from './wire/flow-reads.js';
+export type { ScriptsMode } from './wire/functions.js';
 export { PROTOCOL_VERSION, PROTOCOL_VERSIONS } from './wire/keyspace.js';
 export type { EngineClock } from './wire/memory/clock.js';
 export { type ModuleMode, NATIVE_COMMANDS } from './wire/native-module.js';

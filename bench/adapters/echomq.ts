@@ -1,6 +1,6 @@
 // The EchoMQ side of the bench: the public API only (EchoMQ.connect, enqueue, enqueueMany,
 // enqueueIn, consume). Every session is its own EchoMQ.connect(), so its own connection.
-import { EchoMQ } from '../../src/index.js';
+import { EchoMQ, type ScriptsMode } from '../../src/index.js';
 import {
   type Adapter,
   type ConsumeHooks,
@@ -29,10 +29,15 @@ function slotOf(id: string): number | undefined {
   return at;
 }
 
+/** SCRIPTS_VIA=eval|functions: connect's `scripts` (unset: its default, functions). */
+export function scriptsVia(): ScriptsMode | undefined {
+  return process.env.SCRIPTS_VIA as ScriptsMode | undefined;
+}
+
 export const echomqAdapter: Adapter = {
   name: 'EchoMQ',
   async open(url: string, name: string): Promise<Session> {
-    const mq = await EchoMQ.connect({ url, protocolVersion });
+    const mq = await EchoMQ.connect({ url, protocolVersion, scripts: scriptsVia() });
     const queue = mq.queue<Data, void>(name);
     return {
       async add(data) {

@@ -27,6 +27,7 @@ const CONNECT_OPTIONS = [
   'maxPayloadBytes',
   'durability',
   'protocolVersion',
+  'scripts',
 ];
 
 export class EchoMQ {

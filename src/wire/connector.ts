@@ -1,10 +1,11 @@
 // The connector: the one seam between EchoMQ and Redis. Every script call passes through
-// `run`, which uses EVALSHA and reloads a script transparently on NOSCRIPT (a restarted or
+// `run`, which uses FCALL or EVALSHA and reloads a script transparently on NOSCRIPT (a restarted or
 // new server), turns `EMQxxx` error replies into EchoMQErrors, and reports each call to the
 // observers (metrics and tests hook in here with observe(); callers add no timing of their own).
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
 import { type Durability, durabilityOf, ReplicatedWrites, type Replication } from './durability.js';
+import { FunctionCalls, type ScriptsMode, scriptsModeOf, USE_EVAL } from './functions.js';
 import { PROTOCOL_VERSIONS } from './keyspace.js';
 import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
 import type { ModuleMode } from './native-module.js';
@@ -49,6 +50,12 @@ export interface ConnectOptions {
    * stamped keeps its version until `q.migrate()` steps it up.
    */
   protocolVersion?: 1 | 2 | undefined;
+  /**
+   * How the protocol's scripts are sent: 'functions' (default) as one Redis Functions library by
+   * FCALL, where the server allows it (Redis 7.0 or later, an ACL user with FUNCTION and FCALL;
+   * otherwise EVALSHA, with no error), or 'eval' by EVALSHA always. Same scripts, same replies.
+   */
+  scripts?: ScriptsMode | undefined;
 }
 
 /** What runs on a connection and must be closed (handing its work back) before it. */
@@ -96,6 +103,8 @@ export class Connector {
   /** The connection's default for enqueue and complete (connect's `durability`). */
   durability: Replication | undefined;
   private replicated: ReplicatedWrites | undefined;
+  /** FCALL's state (connect's `scripts: 'functions'`); undefined: EVALSHA only. */
+  private functions: FunctionCalls | undefined;
 
   private constructor(
     readonly client: RedisClient,
@@ -118,7 +127,10 @@ export class Connector {
 
   static open(opts: ConnectOptions = {}): Connector {
     const durability = durabilityOf(opts.durability, 'connect');
+    const scripts = scriptsModeOf(opts.scripts);
     const connector = Connector.client(opts);
+    if (scripts === 'functions' && !connector.memory)
+      connector.functions = new FunctionCalls(connector.client);
     if (durability) connector.requireReplicas();
     connector.durability = durability;
     if (opts.protocolVersion !== undefined) {
@@ -249,7 +261,7 @@ export class Connector {
   }
 
   /**
-   * Runs a protocol script: EVALSHA first, the body once more on NOSCRIPT. With `durability`,
+   * Runs a protocol script: by FCALL (src/wire/functions.ts) or EVALSHA, the body once more on NOSCRIPT. With `durability`,
    * over the replicated writes' own connection, resolving once WAIT confirms the replicas.
    */
   async run(
@@ -277,6 +289,10 @@ export class Connector {
   }
 
   private async runScript(script: Script, keys: readonly string[], argv: readonly (string | number)[]) {
+    if (this.functions) {
+      const reply = await this.functions.call(script, keys, argv);
+      if (reply !== USE_EVAL) return reply;
+    }
     try {
       return await this.client.evalsha(script.sha, keys.length, ...keys, ...argv);
     } catch (err) {

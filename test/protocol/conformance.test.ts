@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SCRIPT_KEYS } from '../../src/wire/keyspace.js';
 import { PROTOCOL_DIR } from '../../src/wire/scripts.js';
 import { embedLibs, readProtocolLib } from '../../tools/embed-lua.js';
-import { files, KNOWN_LEVEL, replay, scripts, show } from '../support/conformance.js';
+import { files, KNOWN_LEVEL, replay, runFunction, runScript, scripts, show } from '../support/conformance.js';
 import { useRedisServer } from '../support/harness.js';
 
 /** The key names a script's `-- KEYS:` line may use (SPEC.md, "Key taxonomy"; parseScript refuses others). */
@@ -43,26 +43,34 @@ const HEADER_LABELS = ['KEYS', 'ARGV', 'REPLY', 'ERRORS', 'EVENTS'] as const;
 
 const holder = useRedisServer();
 
-describe('conformance cases (protocol/conformance/*.json) replayed with a plain Redis client', () => {
-  let client: Redis;
-  beforeAll(() => {
-    client = holder.server.client();
-  });
-  afterAll(async () => {
-    await client.quit();
-  });
-
-  for (const file of files) {
-    describe(file.script, () => {
-      for (const c of file.cases) {
-        it(c.name, async () => {
-          expect(c.call.script, 'a file holds the cases of one script').toBe(file.script);
-          expect(await replay(client, c)).toEqual([]);
-        });
-      }
+// Every case through both transports: EVALSHA (every runtime) and FCALL of the library the
+// TypeScript runtime generates from the same scripts (src/wire/library.ts): the contract is one.
+describe.each([
+  ['EVALSHA', runScript],
+  ['FCALL', runFunction],
+])(
+  'conformance cases (protocol/conformance/*.json) replayed with a plain Redis client by %s',
+  (_via, runner) => {
+    let client: Redis;
+    beforeAll(() => {
+      client = holder.server.client();
     });
-  }
-});
+    afterAll(async () => {
+      await client.quit();
+    });
+
+    for (const file of files) {
+      describe(file.script, () => {
+        for (const c of file.cases) {
+          it(c.name, async () => {
+            expect(c.call.script, 'a file holds the cases of one script').toBe(file.script);
+            expect(await replay(client, c, runner)).toEqual([]);
+          });
+        }
+      });
+    }
+  },
+);
 
 describe('the conformance format follows the evolution rule (SPEC 22, 23)', () => {
   let client: Redis;

@@ -6,6 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
+import { buildLibrary } from '../../src/wire/library.js';
 import { loadScripts, PROTOCOL_DIR, type Script } from '../../src/wire/scripts.js';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -53,6 +54,8 @@ const RANGE = /^\$range:(-?\d+):(-?\d+)$/;
 const NOW_US = '$now_us';
 
 export const scripts = loadScripts();
+/** The same scripts as one Functions library, as the TypeScript runtime sends them by FCALL. */
+const library = buildLibrary(scripts.values());
 const conformanceDir = join(PROTOCOL_DIR, 'conformance');
 export const files: ConformanceFile[] = readdirSync(conformanceDir)
   .filter((f) => f.endsWith('.json'))
@@ -270,6 +273,32 @@ export async function runScript(client: Redis, s: Script, keys: string[], argv: 
   }
   try {
     return { reply: await client.eval(s.body, keys.length, ...keys, ...argv) };
+  } catch (err) {
+    if (!(err instanceof Error)) throw err;
+    return { error: err };
+  }
+}
+
+/**
+ * Runs a case's call as the library's function (src/wire/library.ts): FCALL, and FUNCTION LOAD
+ * once when the server does not have it yet. Same case, same expectations as runScript.
+ */
+export async function runFunction(
+  client: Redis,
+  s: Script,
+  keys: string[],
+  argv: string[],
+): Promise<Outcome> {
+  const fn = library.functions.get(s.name)?.name ?? `(no function for ${s.name})`;
+  const send = () => client.call('FCALL', fn, keys.length, ...keys, ...argv);
+  try {
+    try {
+      return { reply: await send() };
+    } catch (err) {
+      if (!(err instanceof Error && err.message.startsWith('ERR Function not found'))) throw err;
+    }
+    await client.call('FUNCTION', 'LOAD', 'REPLACE', library.code);
+    return { reply: await send() };
   } catch (err) {
     if (!(err instanceof Error)) throw err;
     return { error: err };
