@@ -6,7 +6,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
 import { EchoMQ } from '../../src/queue/echomq.js';
 import type { Queue } from '../../src/queue/queue.js';
-import { script } from '../../src/wire/scripts.js';
+import { library } from '../../src/wire/functions.js';
 import { helperFixtures, queueTest, useRedisServer } from '../support/harness.js';
 import { deferred, pause, within } from '../support/wait.js';
 
@@ -311,9 +311,11 @@ function blockedRead(list: string, name: string): string | undefined {
  * reported (outcome events, error codes) and the job's row, once an outcome came; close() is
  * awaited with a bound, so a consumer stuck on an unsettled call fails the test, not the file.
  */
+/** The name complete goes by as a function of the runtime's library (what FCALL sends). */
+const completeFunction = library().functions.get('complete')?.name ?? 'no complete function';
+
 async function completionWithLostReply(
   q: Queue<number, number>,
-  raw: Redis,
   redisOptions: { autoResendUnfulfilledCommands?: boolean } = {},
 ) {
   const proxy = await ReplyDropper.start(env.server.port);
@@ -322,8 +324,8 @@ async function completionWithLostReply(
   const errors: string[] = [];
   const started = deferred();
   const release = deferred();
-  // The sha must be known to the server, so the EVALSHA itself runs (not a NOSCRIPT retry).
-  await raw.script('LOAD', script('complete').body);
+  // The runtime sends complete by FCALL of its library (src/wire/functions.ts); the consumer's
+  // first claim loads the library, so the complete below is the FCALL itself, not a load retry.
   const c = via.queue<number, string>(q.name).consume(
     async () => {
       started.resolve();
@@ -339,7 +341,7 @@ async function completionWithLostReply(
   try {
     const { id } = await q.enqueue(1);
     await within(started.promise, 3000, 'the handler');
-    const dropped = proxy.dropReplyTo(script('complete').sha);
+    const dropped = proxy.dropReplyTo(completeFunction);
     release.resolve();
     await within(dropped, 3000, 'the complete reply to be dropped');
     await poll(
@@ -366,8 +368,8 @@ describe('replies lost to a dropped connection', () => {
   // actual: 'lost'. Fix (protocol/scripts/complete.lua, the per-job check): treat a row that is
   // already `completed` with the same token as 'OK' (the token only changes on a claim, so this is
   // the same lease's completion replayed); fail.lua could do the same for a replayed failure.
-  it('a completion whose reply was lost and resent is reported completed, not lost', async ({ q, raw }) => {
-    const { id, outcomes, row } = await completionWithLostReply(q, raw);
+  it('a completion whose reply was lost and resent is reported completed, not lost', async ({ q }) => {
+    const { id, outcomes, row } = await completionWithLostReply(q);
     expect(row).toMatchObject({ state: 'completed', attempts: 1, result: 'stored' });
     expect(outcomes).toEqual([`completed ${id}`]);
   });
@@ -379,9 +381,8 @@ describe('replies lost to a dropped connection', () => {
   // completion already stored under the same token is answered OK (complete.lua).
   it('without ioredis resend, the lost reply is settled, the completion sent again and reported completed; close resolves', async ({
     q,
-    raw,
   }) => {
-    const { id, outcomes, errors, row } = await completionWithLostReply(q, raw, {
+    const { id, outcomes, errors, row } = await completionWithLostReply(q, {
       autoResendUnfulfilledCommands: false,
     });
     expect(outcomes).toEqual([`completed ${id}`]);
