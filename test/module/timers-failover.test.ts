@@ -11,9 +11,15 @@ import { EchoMQ } from '../../src/queue/echomq.js';
 import { uniqueQueue } from '../support/harness.js';
 import { holdJobs, killHolder } from '../support/held-consumer.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
-import { RedisServer } from '../support/redis-server.js';
+import type { RedisServer } from '../support/redis-server.js';
 import { Sentinels, sentinelBinary } from '../support/sentinel.js';
-import { delayedJobs, expectOnceOnTime, scoresOf, timerCounters } from '../support/timer-observe.js';
+import {
+  delayedJobs,
+  expectOnceOnTime,
+  scoresOf,
+  startReplicated,
+  timerCounters,
+} from '../support/timer-observe.js';
 import { poll } from '../support/wait.js';
 
 const TIMERS = loadModuleArgs({ timers: 'on' });
@@ -30,19 +36,7 @@ describe.skipIf(missing !== undefined)(
     let holder: ChildProcess | undefined;
 
     beforeAll(async () => {
-      primary = await RedisServer.start({ args: TIMERS });
-      replica = await RedisServer.start({
-        args: [...TIMERS, '--replicaof', '127.0.0.1', String(primary.port)],
-      });
-      p = primary.client();
-      p.on('error', () => {}); // the primary is killed mid-test
-      r = replica.client();
-      await poll(
-        () => r.info('replication'),
-        (i) => i.includes('master_link_status:up'),
-        'the replica in sync',
-        20_000,
-      );
+      ({ primary, replica, p, r } = await startReplicated(TIMERS));
       sentinels = await Sentinels.start(3, primary.port, 1);
     }, 60_000);
 

@@ -11,11 +11,17 @@ import { uniqueQueue } from '../support/harness.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
 import { serverNow } from '../support/observe.js';
 import { RedisServer } from '../support/redis-server.js';
-import { claimedJobs, expectOnceOnTime, scoresOf, timerCounters } from '../support/timer-observe.js';
+import {
+  claimedJobs,
+  expectOnceOnTime,
+  firstLeasePass,
+  pendingOf,
+  scoresOf,
+  timerCounters,
+} from '../support/timer-observe.js';
 import { pause, poll } from '../support/wait.js';
 
 const TIMERS = loadModuleArgs({ timers: 'on' });
-const pendingOf = (raw: Redis, queue: string) => raw.zcard(`emq:{${queue}}:pending`);
 
 describe.skipIf(!nativeModule.path)(
   `the module's lease timers across a held event loop${nativeModule.missing ? ` (${nativeModule.missing})` : ''}`,
@@ -35,13 +41,7 @@ describe.skipIf(!nativeModule.path)(
     it('count a SIGSTOP past the deadlines as a jump and recover nothing early after SIGCONT', async () => {
       const queue = uniqueQueue('lease-held');
       // A first pass, so the queue has a clock_lease to measure the stop against.
-      await claimedJobs(server.url, queue, 1, 50);
-      await poll(
-        () => pendingOf(raw, queue),
-        (c) => c === 1,
-        'the first lease recovered',
-        20_000,
-      );
+      await firstLeasePass(server.url, raw, queue);
       // Out of the way, so the jobs below are the ones claimed: each recovered once.
       const [first] = await raw.zrange(`emq:{${queue}}:pending`, 0, -1);
       const mq = await EchoMQ.connect({ url: server.url });

@@ -17,7 +17,10 @@ import {
   claimedJobs,
   eventsOf,
   expectOnceOnTime,
+  firstLeasePass,
+  pendingOf,
   scoresOf,
+  startReplicated,
   timerCounters,
 } from '../support/timer-observe.js';
 import { poll } from '../support/wait.js';
@@ -29,8 +32,6 @@ const expectRecoveredOnTime = (raw: Redis, queue: string, due: Map<string, numbe
   expectOnceOnTime(raw, queue, due, 'stalled');
 
 const deadlines = (raw: Redis, queue: string) => scoresOf(raw, queue, 'active');
-
-const pendingOf = (raw: Redis, queue: string) => raw.zcard(`emq:{${queue}}:pending`);
 
 describe.skipIf(!nativeModule.path)(
   `the module's lease timers${nativeModule.missing ? ` (${nativeModule.missing})` : ''}`,
@@ -187,18 +188,7 @@ describe.skipIf(!nativeModule.path)("the module's lease timers on a replica", ()
   let p: Redis;
   let r: Redis;
   beforeAll(async () => {
-    primary = await RedisServer.start({ args: TIMERS });
-    replica = await RedisServer.start({
-      args: [...TIMERS, '--replicaof', '127.0.0.1', String(primary.port)],
-    });
-    p = primary.client();
-    r = replica.client();
-    await poll(
-      () => r.info('replication'),
-      (info) => info.includes('master_link_status:up'),
-      'the replica in sync',
-      30_000,
-    );
+    ({ primary, replica, p, r } = await startReplicated(TIMERS));
   });
   afterAll(async () => {
     await p?.quit();
@@ -244,13 +234,7 @@ describe.skipIf(!nativeModule.path || !clockShim.path)(
     it('recover nothing early after a step forward: each lease keeps the time it had left', async () => {
       const queue = uniqueQueue('lease-step');
       // A first pass, so the queue has a clock_lease to measure the step against.
-      await claimedJobs(server.url, queue, 1, 50);
-      await poll(
-        () => pendingOf(raw, queue),
-        (c) => c === 1,
-        'the first lease recovered',
-        20_000,
-      );
+      await firstLeasePass(server.url, raw, queue);
       const mq = await EchoMQ.connect({ url: server.url });
       try {
         const q = mq.queue(queue);

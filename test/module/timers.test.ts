@@ -8,6 +8,7 @@ import { EchoMQ } from '../../src/queue/echomq.js';
 import { uniqueQueue } from '../support/harness.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
 import { RedisServer } from '../support/redis-server.js';
+import { pendingOf, startReplicated } from '../support/timer-observe.js';
 import { poll } from '../support/wait.js';
 
 const TIMERS = loadModuleArgs({ timers: 'on' });
@@ -50,8 +51,6 @@ async function expectReleasedOnTime(raw: Redis, queue: string, runAt: Map<string
     expect(at.get(id)!, `job ${id} not before its instant`).toBeGreaterThanOrEqual(due);
   }
 }
-
-const pendingOf = (raw: Redis, queue: string) => raw.zcard(`emq:{${queue}}:pending`);
 
 describe.skipIf(!nativeModule.path)(
   `the module's timers${nativeModule.missing ? ` (${nativeModule.missing})` : ''}`,
@@ -163,19 +162,7 @@ describe.skipIf(!nativeModule.path)("the module's timers on a replica and across
   let p: Redis;
   let r: Redis;
   beforeAll(async () => {
-    primary = await RedisServer.start({ args: TIMERS });
-    replica = await RedisServer.start({
-      args: [...TIMERS, '--replicaof', '127.0.0.1', String(primary.port)],
-    });
-    p = primary.client();
-    p.on('error', () => {}); // the primary is killed mid-test
-    r = replica.client();
-    await poll(
-      () => r.info('replication'),
-      (info) => info.includes('master_link_status:up'),
-      'the replica in sync',
-      30_000,
-    );
+    ({ primary, replica, p, r } = await startReplicated(TIMERS));
   });
   afterAll(async () => {
     p?.disconnect();

@@ -4,6 +4,8 @@
 import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
 import { EchoMQ } from '../../src/queue/echomq.js';
+import { RedisServer } from './redis-server.js';
+import { poll } from './wait.js';
 
 /** EMQ.TIMERS by name (its reply is positional, section 26.1 point 8). */
 export interface TimerCounters {
@@ -113,4 +115,44 @@ export async function claimedJobs(url: string, queue: string, n: number, leaseMs
   } finally {
     await mq.close();
   }
+}
+
+/** The jobs waiting in `queue`'s flat pending set. */
+export const pendingOf = (raw: Redis, queue: string): Promise<number> => raw.zcard(`emq:{${queue}}:pending`);
+
+/**
+ * One job claimed under a 50 ms lease and recovered by the lease timer, so the queue has the
+ * `clock_lease` a later stop or clock step is measured against.
+ */
+export async function firstLeasePass(url: string, raw: Redis, queue: string): Promise<void> {
+  await claimedJobs(url, queue, 1, 50);
+  await poll(
+    () => pendingOf(raw, queue),
+    (c) => c === 1,
+    'the first lease recovered',
+    20_000,
+  );
+}
+
+/**
+ * A primary and its replica, both started with `args`, once the replica is in sync; `p` ignores
+ * its connection's errors, since these tests kill the primary.
+ */
+export async function startReplicated(
+  args: string[],
+): Promise<{ primary: RedisServer; replica: RedisServer; p: Redis; r: Redis }> {
+  const primary = await RedisServer.start({ args });
+  const replica = await RedisServer.start({
+    args: [...args, '--replicaof', '127.0.0.1', String(primary.port)],
+  });
+  const p = primary.client();
+  p.on('error', () => {});
+  const r = replica.client();
+  await poll(
+    () => r.info('replication'),
+    (info) => info.includes('master_link_status:up'),
+    'the replica in sync',
+    30_000,
+  );
+  return { primary, replica, p, r };
 }
