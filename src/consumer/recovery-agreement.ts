@@ -13,7 +13,7 @@
 import { EchoMQError } from '../core/errors.js';
 import { configure } from '../upkeep/settings.js';
 import type { QueueWire } from '../wire/queue-wire.js';
-import { metaField } from '../wire/reads.js';
+import { metaFields } from '../wire/reads.js';
 import type { Recovery } from './options.js';
 
 /** meta's recovery as the module reads it: absent is reap, absent max_stalled is 1. */
@@ -23,9 +23,9 @@ interface MetaRecovery {
 }
 
 async function metaRecovery(w: QueueWire): Promise<MetaRecovery | undefined> {
-  const mode = await metaField(w, 'recovery');
-  if (mode === null) return undefined;
-  return { mode, maxStalled: (await metaField(w, 'max_stalled')) ?? '1' };
+  const [mode, maxStalled] = await metaFields(w, 'recovery', 'max_stalled');
+  if (mode === null || mode === undefined) return undefined;
+  return { mode, maxStalled: maxStalled ?? '1' };
 }
 
 const agrees = (m: MetaRecovery, recovery: Recovery, maxStalled: number) =>

@@ -73,6 +73,11 @@ export function metaField(w: QueueWire, field: string): Promise<string | null> {
   return w.connector.client.hget(w.keys.key('meta'), field);
 }
 
+/** Several fields of the queue's meta in one read (one moment's values), null where absent. */
+export function metaFields(w: QueueWire, ...fields: string[]): Promise<(string | null)[]> {
+  return w.connector.client.hmget(w.keys.key('meta'), ...fields);
+}
+
 /** Whether the whole queue is paused (meta `paused`). */
 export async function isPaused(w: QueueWire): Promise<boolean> {
   return (await w.connector.client.hget(w.keys.key('meta'), 'paused')) === '1';
