@@ -2,9 +2,10 @@
 // its idle cron is ~0.1M instructions/s), EchoMQ and BullMQ driven through bench/adapters, counts
 // zeroed after a warm-up (1,100 jobs for c1, so retention is at its steady state) and divided by N.
 // Instruction counts hold on a loaded machine where seconds do not. Needs valgrind.
-//   npx tsx bench/callgrind.ts [c1|c100|add|wire|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job;
+//   npx tsx bench/callgrind.ts [c1|c100|4x50|add|wire|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job;
 //   PROTOCOL=2: EchoMQ's queues at protocol version 2)
 //   c100: N processed at concurrency 100 out of a backlog of WAITING (default N) jobs
+//   4x50: the same with 4 consumers of 50, each on its own connection (bench's process-4x50)
 //   wire: EchoMQ only, complete+claim at c1 sent by one plain client, no consumer: the scripts'
 //   own cost. A consumer's timers (recovery, promote, heartbeat) run per second, and valgrind
 //   stretches the run to 10-20 s by the machine's load, so c1's figure carries ~10k of them per
@@ -101,12 +102,15 @@ async function main() {
     return sum;
   };
   /**
-   * Processes N jobs at `concurrency` out of a backlog of `waiting` (+ the warm-up's), after a
-   * warm-up of WARM jobs (1,100: retention at its steady state): instructions per job.
+   * Processes N jobs with `consumers` consumers at `concurrency` each (each its own connection)
+   * out of a backlog of `waiting` (+ the warm-up's), after a warm-up of WARM jobs (1,100:
+   * retention at its steady state): instructions per job.
    */
-  const processing = async (a: Adapter, lib: string, concurrency: number, waiting: number) => {
-    const q = `c${concurrency}-${lib}-${Date.now()}`;
+  const processing = async (a: Adapter, lib: string, concurrency: number, waiting: number, consumers = 1) => {
+    const shape = consumers === 1 ? `c${concurrency}` : `${consumers}x${concurrency}`;
+    const q = `${shape}-${lib}-${Date.now()}`;
     const s = await a.open(url, q);
+    const others = await Promise.all(Array.from({ length: consumers - 1 }, () => a.open(url, q)));
     const warm = Number(process.env.WARM ?? 1100);
     const items = payloads(Math.max(waiting, N) + warm);
     for (let i = 0; i < items.length; i += 1000) await s.addBulk(items.slice(i, i + 1000));
@@ -115,25 +119,25 @@ async function main() {
     const all = new Promise<void>((r) => (resolve = r));
     let startW!: () => void;
     const warmed = new Promise<void>((r) => (startW = r));
-    const runner = await s.consume(concurrency, {
-      onCompleted: () => {
-        done++;
-        if (done === warm) startW();
-        if (done === warm + N) resolve();
-      },
-    });
-    runner.start();
+    const onCompleted = () => {
+      done++;
+      if (done === warm) startW();
+      if (done === warm + N) resolve();
+    };
+    const runners: Awaited<ReturnType<typeof s.consume>>[] = [];
+    for (const session of [s, ...others]) runners.push(await session.consume(concurrency, { onCompleted }));
+    for (const r of runners) r.start();
     await warmed;
     zero();
     const t0 = performance.now();
     await all;
     const ir = total();
     const ms = performance.now() - t0;
-    await runner.close();
-    await s.close();
+    for (const r of runners) await r.close();
+    for (const session of [s, ...others]) await session.close();
     const backlog = concurrency === 1 ? '' : `, backlog ${Math.max(waiting, N) + warm}`;
     return (
-      `${lib} c${concurrency}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}${backlog}, ${ms.toFixed(0)} ms, total ${ir})` +
+      `${lib} ${shape}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}${backlog}, ${ms.toFixed(0)} ms, total ${ir})` +
       stats(N)
     );
   };
@@ -184,6 +188,7 @@ async function main() {
       if (!a) throw new Error(`no library ${lib}: echomq, bullmq or both`);
       if (what === 'c1' || what === 'all') rows.push(await processing(a, lib, 1, N));
       if (what === 'c100') rows.push(await processing(a, lib, 100, Number(process.env.WAITING ?? N)));
+      if (what === '4x50') rows.push(await processing(a, lib, 50, Number(process.env.WAITING ?? N), 4));
       if (what === 'idle') {
         zero();
         await new Promise((r) => setTimeout(r, 5000));

@@ -107,7 +107,7 @@ export class Acks<D> {
     const acks = this.pending;
     this.pending = [];
     if (acks.length === 0) return;
-    const half = this.settings.ackChunk ?? Math.max(1, Math.ceil(this.settings.concurrency / 2));
+    const half = this.settings.ackChunk ?? ackChunkFor(this.settings.concurrency);
     const claiming = this.slots.claiming;
     // Each call claims as many jobs as it acknowledges (those slots free up as it runs); the
     // first also claims the slots that are free already. Computed before any call reserves.
@@ -247,3 +247,17 @@ export function clip(text: string, maxBytes: number): string {
   if (Buffer.byteLength(text) <= maxBytes) return text;
   return `${Buffer.from(text).subarray(0, maxBytes).toString('utf8')}…`;
 }
+
+/**
+ * Completions per complete call for a consumer of `concurrency`: halves of the batch, so Redis
+ * works on one while this process starts the jobs the other brought back, but never below
+ * {@link MIN_ACK_CHUNK} (or the whole concurrency, when smaller). Each call carries ~16 commands
+ * whatever its size, so halves of a small batch pay them twice for little overlap: four
+ * consumers of 50 sent twice the calls per job of one of 100 (0.07 against 0.03 FCALL per job).
+ */
+export function ackChunkFor(concurrency: number): number {
+  return Math.max(Math.ceil(concurrency / 2), Math.min(concurrency, MIN_ACK_CHUNK));
+}
+
+/** The smallest split part of a flush (see ackChunkFor). */
+export const MIN_ACK_CHUNK = 50;

@@ -73,7 +73,7 @@ export interface ConsumeSettings {
   readonly timeoutMs: number | undefined;
   readonly retry: RetryPolicy | undefined;
   readonly retryByName: Record<string, RetryPolicy> | undefined;
-  /** Completions per complete call at most (a batch consumer's batch size); default concurrency / 2. */
+  /** Completions per complete call at most (a batch consumer's batch size); default ackChunkFor(concurrency). */
   readonly ackChunk?: number;
 }
 
