@@ -382,9 +382,10 @@ local emax = m[1] or '10000'
 local ids = {}
 for i = 0, n - 1 do ids[i + 1] = ARGV[first + i * w] end
 local known = remembered(p, ids, now, ids_window(m[2]))
--- Claimable work goes from none to some at most once per call: check pending once, not per job.
+-- Claimable work goes from none to some at most once per call: check pending once, not per job,
+-- in the first job's existence check (below).
 local woke = false
-local was_empty = redis.call('EXISTS', K.pending) == 0
+local was_empty
 local out = {}
 local added, names = {}, {} -- one added entry per call when every job shares its name
 -- A call with dedupe keys writes deduplicated entries as it goes: its added entries go one by
@@ -399,7 +400,16 @@ for i = 0, n - 1 do
   local jk = p .. 'job:' .. id
   local dkey, mode, ttl = w >= 9 and ARGV[b + 7] or '', nil, nil
   if dkey ~= '' then mode, ttl = dedupe_spec(ARGV[b + 8]) end
-  if known[id] or redis.call('EXISTS', jk) == 1 then
+  local exists
+  if i == 0 then
+    -- One EXISTS answers both, before anything is written: EXISTS counts a key named twice
+    -- twice, so the reply is 2 * (the row exists) + (pending exists).
+    local c = redis.call('EXISTS', jk, jk, K.pending)
+    exists, was_empty = c >= 2, c % 2 == 0
+  else
+    exists = not known[id] and redis.call('EXISTS', jk) == 1
+  end
+  if known[id] or exists then
     out[i + 1] = 0
   elseif dkey ~= '' then
     out[i + 1] = dedupe_admit(p, K, dkey, mode, ttl, ARGV[b + 1], nil, now, emax) -- the kept id, or nil
