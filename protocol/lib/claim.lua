@@ -43,7 +43,7 @@ local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max'
 -- The meta fields claim reads. A script that reads meta for itself too asks for these after
 -- its own fields and hands claim their values (`m`, in this order): one meta read per call.
 local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until', 'version' }
-local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
+local function claim(p, K, n, lease, now, now_us, emax, m, consumer, now_s)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
@@ -71,7 +71,10 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   -- a Lua number argument into text with a printf of its own every time (the costly part of a
   -- 13-digit instant), a string it takes as is. '%d' (a C long: 64 bits where Redis runs) is
   -- exact for every whole number below 2^53 and costs about half of '%.0f''s float printf.
-  local now_s, deadline_s = string.format('%d', now), string.format('%d', now + lease)
+  -- `now_s` (optional): a caller that made now's text already hands it over (one printf less).
+  now_s = now_s or string.format('%d', now)
+  local deadline_s = string.format('%d', now + lease)
+  local now_us_s -- now_us's text, made by the first job whose token it is
   if rate_max > 0 and not paused then
     local limiter = p .. 'limiter'
     redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
@@ -119,7 +122,15 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
     local attempts = num(row[6], 0) + 1
     local token = math.max(num(row[7], 0) + 1, now_us)
-    local text = string.format('%d', token) -- 16 digits: Lua's own tostring would round it
+    -- 16 digits: Lua's own tostring would round it. A token is the call's µs instant unless
+    -- the row's last one is newer: every job of a batch shares that text, made once.
+    local text
+    if token == now_us then
+      now_us_s = now_us_s or string.format('%d', now_us)
+      text = now_us_s
+    else
+      text = string.format('%d', token)
+    end
     -- One text for the row and the active entry ('1' as is for a first attempt: no printf).
     local attempt = row[6] and string.format('%d', attempts) or '1'
     redis.call('HSET', jk, 'state', 'active', 'started', now_s, 'attempts', attempt, 'token', text, unpack(marks))
