@@ -2,7 +2,7 @@
 // its idle cron is ~0.1M instructions/s), EchoMQ and BullMQ driven through bench/adapters, counts
 // zeroed after a warm-up (1,100 jobs for c1, so retention is at its steady state) and divided by N.
 // Instruction counts hold on a loaded machine where seconds do not. Needs valgrind.
-//   npx tsx bench/callgrind.ts [c1|c100|4x50|add|wire|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job;
+//   npx tsx bench/callgrind.ts [c1|c100|4x50|add|wire|wire100|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job;
 //   PROTOCOL=2: EchoMQ's queues at protocol version 2)
 //   c100: N processed at concurrency 100 out of a backlog of WAITING (default N) jobs
 //   4x50: the same with 4 consumers of 50, each on its own connection (bench's process-4x50)
@@ -10,6 +10,8 @@
 //   own cost. A consumer's timers (recovery, promote, heartbeat) run per second, and valgrind
 //   stretches the run to 10-20 s by the machine's load, so c1's figure carries ~10k of them per
 //   job that moves from run to run; wire's does not, so it is the one to compare script changes by.
+//   wire100: the same with 100 jobs completed and 100 claimed per call (c100's batches without a
+//   consumer's timers, whose share of c100's figure moves with the machine's load)
 //   SCRIPTS=<dir>: wire runs the scripts of that directory (a baseline checkout's protocol/scripts)
 //   SCRIPTS_VIA=eval|functions: EVALSHA or FCALL (connect's `scripts`; default functions), every row
 import { execFileSync, spawn } from 'node:child_process';
@@ -141,12 +143,15 @@ async function main() {
       stats(N)
     );
   };
-  /** complete+claim at c1 from one plain client (EVALSHA): after WARM completions, per job. */
-  const wire = async () => {
+  /**
+   * complete+claim from one plain client, `batch` jobs per call (1: c1): after WARM completions,
+   * per job.
+   */
+  const wire = async (batch: number) => {
     const q = `wire-${Date.now()}`;
     const s = await echomqAdapter.open(url, q);
     const warm = Number(process.env.WARM ?? 1100);
-    const items = payloads(N + warm + 1);
+    const items = payloads(N + warm + batch);
     for (let i = 0; i < items.length; i += 1000) await s.addBulk(items.slice(i, i + 1000));
     await s.close();
     const scripts = loadScripts(process.env.SCRIPTS);
@@ -168,21 +173,27 @@ async function main() {
         ...argv,
       )) as unknown[];
     };
-    let job = ((await run('claim', [p, '1', '30000', 'wire']))[0] as unknown[]).slice(0, 2);
-    const step = async () => {
-      const reply = await run('complete', [p, '30000', '1', String(job[0]), String(job[1]), '', 'wire']);
-      job = (reply[1] as unknown[]).slice(0, 2);
+    const held = (flat: unknown[]) => {
+      const triples: string[] = [];
+      for (let i = 0; i < flat.length; i += 7) triples.push(String(flat[i]), String(flat[i + 1]), '');
+      return triples;
     };
-    for (let i = 0; i < warm; i++) await step();
+    let jobs = held((await run('claim', [p, String(batch), '30000', 'wire']))[0] as unknown[]);
+    const step = async () => {
+      const reply = await run('complete', [p, '30000', String(batch), ...jobs, 'wire']);
+      jobs = held(reply[1] as unknown[]);
+    };
+    for (let i = 0; i < warm / batch; i++) await step();
     zero();
-    for (let i = 0; i < N; i++) await step();
+    for (let i = 0; i < N / batch; i++) await step();
     const ir = total();
     r.disconnect();
-    return `echomq wire c1: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
+    return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
   };
   const rows: string[] = [];
   try {
-    if (what === 'wire') rows.push(await wire());
+    if (what === 'wire') rows.push(await wire(1));
+    if (what === 'wire100') rows.push(await wire(100));
     for (const lib of libs) {
       const a = adapters[lib];
       if (!a) throw new Error(`no library ${lib}: echomq, bullmq or both`);

@@ -43,7 +43,7 @@ local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max'
 -- The meta fields claim reads. A script that reads meta for itself too asks for these after
 -- its own fields and hands claim their values (`m`, in this order): one meta read per call.
 local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until', 'version' }
-local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
+local function claim(p, K, n, lease, now, now_us, emax, m, consumer, now_s)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
@@ -52,10 +52,10 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   m = m or redis.call('HMGET', K.meta, unpack(CLAIM_META))
   local timeouts = {} -- id, timeout_ms of the jobs taken that have one
   local paused = m[1] == '1'
-  local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
-  local cap = tonumber(m[4] or '0') or 0
+  local rate_max, rate_ms = num(m[2], 0), num(m[3], 0)
+  local cap = num(m[4], 0) or 0
   -- The attempts of a row without max: 1 under protocol version 1, 3 from version 2 (SPEC 5).
-  local unset_max = (tonumber(m[7] or '1') or 1) >= 2 and '3' or '1'
+  local unset_max = (num(m[7], 1) or 1) >= 2 and '3' or '1'
   -- What each taken row gets besides the claim's own fields: `slot` 1 under a queue-wide cap
   -- (given back once when the job leaves active), and the consumer, also on the active entry.
   local marks, by = {}, nil
@@ -64,14 +64,17 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     marks[#marks + 1], marks[#marks + 2] = 'consumer', consumer
     by = { 'consumer', consumer }
   end
-  local held = tonumber(m[6] or '0') or 0
+  local held = num(m[6], 0) or 0
   local on_hold = held > now and not paused
   local log = {}
   -- Numbers the hot path hands redis.call are passed as text made once per call: Redis turns
   -- a Lua number argument into text with a printf of its own every time (the costly part of a
   -- 13-digit instant), a string it takes as is. '%d' (a C long: 64 bits where Redis runs) is
   -- exact for every whole number below 2^53 and costs about half of '%.0f''s float printf.
-  local now_s, deadline_s = string.format('%d', now), string.format('%d', now + lease)
+  -- `now_s` (optional): a caller that made now's text already hands it over (one printf less).
+  now_s = now_s or string.format('%d', now)
+  local deadline_s = string.format('%d', now + lease)
+  local now_us_s -- now_us's text, made by the first job whose token it is
   if rate_max > 0 and not paused then
     local limiter = p .. 'limiter'
     redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
@@ -80,7 +83,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     if room < n then n = math.max(room, 0) end
   end
   local rate_n = n -- what the rate window allows, before the cap and a hold cut it further
-  if cap > 0 then n = math.max(math.min(n, cap - (tonumber(m[5] or '0') or 0)), 0) end
+  if cap > 0 then n = math.max(math.min(n, cap - (num(m[5], 0) or 0)), 0) end
   if on_hold then
     n, wait = 0, held - now -- a handler's rate limit holds the queue until then
   elseif held > 0 and held <= now then
@@ -117,9 +120,17 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
       return nil
     end
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
-    local attempts = tonumber(row[6] or '0') + 1
-    local token = math.max(tonumber(row[7] or '0') + 1, now_us)
-    local text = string.format('%d', token) -- 16 digits: Lua's own tostring would round it
+    local attempts = num(row[6], 0) + 1
+    local token = math.max(num(row[7], 0) + 1, now_us)
+    -- 16 digits: Lua's own tostring would round it. A token is the call's µs instant unless
+    -- the row's last one is newer: every job of a batch shares that text, made once.
+    local text
+    if token == now_us then
+      now_us_s = now_us_s or string.format('%d', now_us)
+      text = now_us_s
+    else
+      text = string.format('%d', token)
+    end
     -- One text for the row and the active entry ('1' as is for a first attempt: no printf).
     local attempt = row[6] and string.format('%d', attempts) or '1'
     redis.call('HSET', jk, 'state', 'active', 'started', now_s, 'attempts', attempt, 'token', text, unpack(marks))

@@ -6,7 +6,8 @@ local IDS_ENDED = 'ids:ended'
 
 -- The window in ms from meta's keep_ids_ms text (absent: a day; 0: ids are not kept).
 local function ids_window(v)
-  return tonumber(v or '86400000') or 86400000
+  if not v then return 86400000 end -- absent: no tonumber (it converts a text twice)
+  return tonumber(v) or 86400000
 end
 
 -- Rows are being deleted: remember `pairs` (end instant, id, ...) of those that ended within

@@ -3,6 +3,14 @@
 -- script checks the fields it relies on before its first write to the row, so a malformed
 -- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
 -- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- The number a field's text stands for (tonumber's), or `absent` when the field is absent
+-- (HMGET's false): most meta and row fields a hot script reads are absent, and tonumber of a
+-- text runs strtod twice (its check, then its value), about 800 instructions a field.
+local function num(v, absent)
+  if not v then return absent end
+  return tonumber(v)
+end
+
 -- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
 -- checks admit for prio and max, and what tonumber reads exactly.
 local function whole_text(v)

@@ -18,6 +18,14 @@
 -- script checks the fields it relies on before its first write to the row, so a malformed
 -- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
 -- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- The number a field's text stands for (tonumber's), or `absent` when the field is absent
+-- (HMGET's false): most meta and row fields a hot script reads are absent, and tonumber of a
+-- text runs strtod twice (its check, then its value), about 800 instructions a field.
+local function num(v, absent)
+  if not v then return absent end
+  return tonumber(v)
+end
+
 -- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
 -- checks admit for prio and max, and what tonumber reads exactly.
 local function whole_text(v)
@@ -185,7 +193,7 @@ end
 -- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
 local function whole(v, min, max)
   if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
-  local n = tonumber(v)
+  local n = v + 0 -- the text is digits: one conversion (tonumber converts twice)
   if n < min or n > (max or 9007199254740991) then return nil end
   return n
 end

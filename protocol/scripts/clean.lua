@@ -18,7 +18,8 @@ local IDS_ENDED = 'ids:ended'
 
 -- The window in ms from meta's keep_ids_ms text (absent: a day; 0: ids are not kept).
 local function ids_window(v)
-  return tonumber(v or '86400000') or 86400000
+  if not v then return 86400000 end -- absent: no tonumber (it converts a text twice)
+  return tonumber(v) or 86400000
 end
 
 -- Rows are being deleted: remember `pairs` (end instant, id, ...) of those that ended within
@@ -55,7 +56,7 @@ end
 -- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
 local function whole(v, min, max)
   if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
-  local n = tonumber(v)
+  local n = v + 0 -- the text is digits: one conversion (tonumber converts twice)
   if n < min or n > (max or 9007199254740991) then return nil end
   return n
 end

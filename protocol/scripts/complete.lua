@@ -25,6 +25,14 @@
 -- script checks the fields it relies on before its first write to the row, so a malformed
 -- row never makes a script fail halfway (Redis keeps the writes before a Lua error): it is
 -- taken out of circulation (lib/quarantine.lua) and the call goes on with the other jobs.
+-- The number a field's text stands for (tonumber's), or `absent` when the field is absent
+-- (HMGET's false): most meta and row fields a hot script reads are absent, and tonumber of a
+-- text runs strtod twice (its check, then its value), about 800 instructions a field.
+local function num(v, absent)
+  if not v then return absent end
+  return tonumber(v)
+end
+
 -- True when `v` is absent (HMGET's false) or decimal text of a whole number: what the ARGV
 -- checks admit for prio and max, and what tonumber reads exactly.
 local function whole_text(v)
@@ -159,7 +167,7 @@ end
 -- before that instant, so a promoted replica never repeats a token its old primary gave).
 local function server_clock()
   local t = redis.call('TIME')
-  local s, us = tonumber(t[1]), tonumber(t[2])
+  local s, us = t[1] + 0, t[2] + 0 -- digits: one conversion each (tonumber converts twice)
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 -- <<< lib/clock.lua
@@ -172,7 +180,8 @@ local IDS_ENDED = 'ids:ended'
 
 -- The window in ms from meta's keep_ids_ms text (absent: a day; 0: ids are not kept).
 local function ids_window(v)
-  return tonumber(v or '86400000') or 86400000
+  if not v then return 86400000 end -- absent: no tonumber (it converts a text twice)
+  return tonumber(v) or 86400000
 end
 
 -- Rows are being deleted: remember `pairs` (end instant, id, ...) of those that ended within
@@ -520,7 +529,7 @@ local CLAIM_NUMBERS = { 'attempts', 6, whole_text, 'token', 7, whole_text, 'max'
 -- The meta fields claim reads. A script that reads meta for itself too asks for these after
 -- its own fields and hands claim their values (`m`, in this order): one meta read per call.
 local CLAIM_META = { 'paused', 'rate_max', 'rate_ms', 'concurrency', 'running', 'held_until', 'version' }
-local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
+local function claim(p, K, n, lease, now, now_us, emax, m, consumer, now_s)
   local jobs, got, wait, asked, skipped, woke = {}, 0, -1, n, 0, false
   local leases = {} -- deadline, id pairs: one ZADD to active for the whole call
   local claimed, tries = {}, {} -- ids and attempts: one active entry for the whole call
@@ -529,10 +538,10 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
   m = m or redis.call('HMGET', K.meta, unpack(CLAIM_META))
   local timeouts = {} -- id, timeout_ms of the jobs taken that have one
   local paused = m[1] == '1'
-  local rate_max, rate_ms = tonumber(m[2] or '0'), tonumber(m[3] or '0')
-  local cap = tonumber(m[4] or '0') or 0
+  local rate_max, rate_ms = num(m[2], 0), num(m[3], 0)
+  local cap = num(m[4], 0) or 0
   -- The attempts of a row without max: 1 under protocol version 1, 3 from version 2 (SPEC 5).
-  local unset_max = (tonumber(m[7] or '1') or 1) >= 2 and '3' or '1'
+  local unset_max = (num(m[7], 1) or 1) >= 2 and '3' or '1'
   -- What each taken row gets besides the claim's own fields: `slot` 1 under a queue-wide cap
   -- (given back once when the job leaves active), and the consumer, also on the active entry.
   local marks, by = {}, nil
@@ -541,14 +550,17 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     marks[#marks + 1], marks[#marks + 2] = 'consumer', consumer
     by = { 'consumer', consumer }
   end
-  local held = tonumber(m[6] or '0') or 0
+  local held = num(m[6], 0) or 0
   local on_hold = held > now and not paused
   local log = {}
   -- Numbers the hot path hands redis.call are passed as text made once per call: Redis turns
   -- a Lua number argument into text with a printf of its own every time (the costly part of a
   -- 13-digit instant), a string it takes as is. '%d' (a C long: 64 bits where Redis runs) is
   -- exact for every whole number below 2^53 and costs about half of '%.0f''s float printf.
-  local now_s, deadline_s = string.format('%d', now), string.format('%d', now + lease)
+  -- `now_s` (optional): a caller that made now's text already hands it over (one printf less).
+  now_s = now_s or string.format('%d', now)
+  local deadline_s = string.format('%d', now + lease)
+  local now_us_s -- now_us's text, made by the first job whose token it is
   if rate_max > 0 and not paused then
     local limiter = p .. 'limiter'
     redis.call('ZREMRANGEBYSCORE', limiter, '-inf', now - rate_ms)
@@ -557,7 +569,7 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
     if room < n then n = math.max(room, 0) end
   end
   local rate_n = n -- what the rate window allows, before the cap and a hold cut it further
-  if cap > 0 then n = math.max(math.min(n, cap - (tonumber(m[5] or '0') or 0)), 0) end
+  if cap > 0 then n = math.max(math.min(n, cap - (num(m[5], 0) or 0)), 0) end
   if on_hold then
     n, wait = 0, held - now -- a handler's rate limit holds the queue until then
   elseif held > 0 and held <= now then
@@ -594,9 +606,17 @@ local function claim(p, K, n, lease, now, now_us, emax, m, consumer)
       return nil
     end
     -- One read and one write per job: redis.call count, not bytes, sets the cost.
-    local attempts = tonumber(row[6] or '0') + 1
-    local token = math.max(tonumber(row[7] or '0') + 1, now_us)
-    local text = string.format('%d', token) -- 16 digits: Lua's own tostring would round it
+    local attempts = num(row[6], 0) + 1
+    local token = math.max(num(row[7], 0) + 1, now_us)
+    -- 16 digits: Lua's own tostring would round it. A token is the call's µs instant unless
+    -- the row's last one is newer: every job of a batch shares that text, made once.
+    local text
+    if token == now_us then
+      now_us_s = now_us_s or string.format('%d', now_us)
+      text = now_us_s
+    else
+      text = string.format('%d', token)
+    end
     -- One text for the row and the active entry ('1' as is for a first attempt: no printf).
     local attempt = row[6] and string.format('%d', attempts) or '1'
     redis.call('HSET', jk, 'state', 'active', 'started', now_s, 'attempts', attempt, 'token', text, unpack(marks))
@@ -745,7 +765,7 @@ end
 -- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
 local function whole(v, min, max)
   if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
-  local n = tonumber(v)
+  local n = v + 0 -- the text is digits: one conversion (tonumber converts twice)
   if n < min or n > (max or 9007199254740991) then return nil end
   return n
 end
@@ -755,7 +775,8 @@ local function refuse(script, expects)
 end
 -- <<< lib/args.lua
 local tail = (#ARGV - 3) % 3 -- 1: a consumer id follows the triples
-if #ARGV < 3 or tail == 2 or not whole(ARGV[2], 1) or not whole(ARGV[3], 0) then
+local lease, claim_n = whole(ARGV[2], 1), whole(ARGV[3], 0)
+if #ARGV < 3 or tail == 2 or not lease or not claim_n then
   return refuse('complete', 'prefix lease_ms claim_n (whole numbers >= 1 and >= 0), then id token result triples'
     .. ', then an optional consumer')
 end
@@ -811,7 +832,7 @@ if done > 0 then
   local by = done == 1 and '1' or string.format('%d', done) -- text: no printf of a Lua number
   if redis.call('HINCRBY', stats, 'completed', by) == done then redis.call('PEXPIRE', stats, '7200000') end
 end
-trim_floored(p, K.completed, tonumber(s[2] or '1000'), tonumber(s[3] or '86400000'), now, ids_window(s[4]), K.meta,
+trim_floored(p, K.completed, num(s[2], 1000), num(s[3], 86400000), now, ids_window(s[4]), K.meta,
   'completed_floor', s[5])
 for _, a in ipairs(after) do -- the jobs' own retention
   if a[2][6] then retain(p, K.completed, a[1], a[2][6], now, ids_window(s[4])) end
@@ -824,7 +845,7 @@ for _, a in ipairs(after) do
   if a[2][7] == '1' then freed = true end
 end
 local consumer = tail == 1 and ARGV[#ARGV] ~= '' and ARGV[#ARGV] or nil
-local jobs, wid, wait, head, timeouts = claim(p, K, tonumber(ARGV[3]), tonumber(ARGV[2]), now, now_us, emax,
-  not freed and { unpack(s, 6, 5 + #CLAIM_META) } or nil, consumer)
+local jobs, wid, wait, head, timeouts = claim(p, K, claim_n, lease, now, now_us, emax,
+  not freed and { unpack(s, 6, 5 + #CLAIM_META) } or nil, consumer, now_s)
 if #timeouts > 0 then return { statuses, jobs, wid, wait, now, head, timeouts } end -- as claim's
 return { statuses, jobs, wid, wait, now, head }

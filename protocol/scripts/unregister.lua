@@ -15,7 +15,7 @@
 -- else nil: floats, exponents, hex, 'nan' and 'inf' are refused.
 local function whole(v, min, max)
   if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
-  local n = tonumber(v)
+  local n = v + 0 -- the text is digits: one conversion (tonumber converts twice)
   if n < min or n > (max or 9007199254740991) then return nil end
   return n
 end

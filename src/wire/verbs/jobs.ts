@@ -26,13 +26,17 @@ export async function enqueue(
   durability?: Replication,
 ): Promise<{ id: string; status: EnqueueStatus }[]> {
   const argv: string[] = [w.keys.prefix];
-  // Plain jobs travel as 9-field tuples; a call with any job of its own retention, tags or
-  // lifo announces the 13-field form with '#13', and with a timeout the 14-field form ('#14').
+  // Plain jobs travel as 7-field tuples, 9 when a job of the call has a dedupe key (every ARGV
+  // element costs Redis a Lua string and a table slot before the script runs); a call with any
+  // job of its own retention, tags or lifo announces the 13-field form with '#13', and with a
+  // timeout the 14-field form ('#14').
   const wide = jobs.some(extended);
   const timed = wide && jobs.some((j) => j.timeout !== '');
+  const deduped = wide || jobs.some((j) => j.dedupeKey !== '');
   if (wide) argv.push(timed ? '#14' : '#13');
   for (const j of jobs) {
-    argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff, j.dedupeKey, j.dedupeSpec);
+    argv.push(j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff);
+    if (deduped) argv.push(j.dedupeKey, j.dedupeSpec);
     if (wide) argv.push(j.retainCompleted, j.retainDead, j.tags, j.lifo);
     if (timed) argv.push(j.timeout);
   }
