@@ -416,9 +416,9 @@ describe('enqueueAt and enqueueIn', () => {
     const runAt = (await serverNow()) + 60_000;
     const { id, status } = await q.enqueueAt({ a: 1 }, runAt, { name: 'later', priority: 4, group: 'g1' });
     expect(status).toBe('scheduled');
+    // No attempts until the first claim (absent = 0), as enqueue's rows.
     expect(await row(id)).toEqual({
       state: 'scheduled',
-      attempts: '0',
       payload: '{"a":1}',
       created: expect.any(String),
       runat: String(runAt),
