@@ -3,7 +3,7 @@
 // zeroed after a warm-up (1,100 jobs for c1, so retention is at its steady state) and divided by N.
 // Instruction counts hold on a loaded machine where seconds do not. Needs valgrind.
 //   npx tsx bench/callgrind.ts [c1|c100|add|wire|all|idle] [N=2000] [echomq|bullmq|both]   (STATS=1: commands/job;
-//   PROTOCOL=1: EchoMQ's queues at protocol version 1; default the runtime's, 2)
+//   PROTOCOL=2: EchoMQ's queues at protocol version 2)
 //   c100: N processed at concurrency 100 out of a backlog of WAITING (default N) jobs
 //   wire: EchoMQ only, complete+claim at c1 sent by one plain client, no consumer: the scripts'
 //   own cost. A consumer's timers (recovery, promote, heartbeat) run per second, and valgrind
@@ -43,6 +43,7 @@ async function main() {
   if (process.env.PROTOCOL !== undefined && process.env.PROTOCOL !== '1' && process.env.PROTOCOL !== '2') {
     throw new Error(`PROTOCOL must be 1 or 2, got ${JSON.stringify(process.env.PROTOCOL)}`);
   }
+  // PROTOCOL unset: the runtime's default version (2); PROTOCOL=1 for version 1's rows.
   useProtocolVersion(Number(process.env.PROTOCOL ?? PROTOCOL_VERSION) as 1 | 2);
   const adapters: Record<string, Adapter> = { echomq: echomqAdapter, bullmq: bullmqAdapter };
   mkdirSync(OUT, { recursive: true });
