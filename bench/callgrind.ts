@@ -20,6 +20,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { PROTOCOL_VERSION } from '../src/wire/keyspace.js';
 import { buildLibrary } from '../src/wire/library.js';
 import { loadScripts } from '../src/wire/scripts.js';
 import type { Adapter } from './adapters/adapter.js';
@@ -45,7 +46,8 @@ async function main() {
   if (process.env.PROTOCOL !== undefined && process.env.PROTOCOL !== '1' && process.env.PROTOCOL !== '2') {
     throw new Error(`PROTOCOL must be 1 or 2, got ${JSON.stringify(process.env.PROTOCOL)}`);
   }
-  useProtocolVersion(process.env.PROTOCOL === '2' ? 2 : 1);
+  // PROTOCOL unset: the runtime's default version (2); PROTOCOL=1 for version 1's rows.
+  useProtocolVersion(Number(process.env.PROTOCOL ?? PROTOCOL_VERSION) as 1 | 2);
   const adapters: Record<string, Adapter> = { echomq: echomqAdapter, bullmq: bullmqAdapter };
   mkdirSync(OUT, { recursive: true });
   const port = await freePort();

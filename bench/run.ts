@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
+import { PROTOCOL_VERSION } from '../src/wire/keyspace.js';
 import { memoryClient } from '../src/wire/memory/connection.js';
 import { MemoryEngine } from '../src/wire/memory/engine.js';
 import { RedisServer } from '../test/support/redis-server.js';
@@ -31,7 +32,7 @@ interface Options {
   hz: number | undefined;
   /** Load the native module (module/build/echomq.so) into the bench's redis-server. */
   module: boolean;
-  /** The protocol version EchoMQ's queues are stamped with (SPEC 22.3; default 1). */
+  /** The protocol version EchoMQ's queues are stamped with (SPEC 22.3; default the runtime's, 2). */
   protocol: 1 | 2;
 }
 
@@ -46,7 +47,8 @@ const USAGE = `usage: tsx bench/run.ts [--quick | --tiny | --large] [--only <wor
   --rounds  rounds per workload and library (default 3; 1 with --quick or --tiny)
   --hz      start redis-server with this --hz (default: Redis's own, 10)
   --module  load the native module (npm run build:module first): EchoMQ sweeps with its commands
-  --protocol  the protocol version EchoMQ's queues start at (default 1; 2 keeps no max of 3 per row)
+  --protocol  the protocol version EchoMQ's queues start at (default the runtime's, 2, which keeps no max of 3
+              per row; 1 writes it, as a fleet beside a release speaking 1 only does)
 workloads: ${[...WORKLOADS.map((w) => w.id), ...CEILINGS.map((c) => c.id)].join(', ')}`;
 
 function parseArgs(argv: string[]): Options {
@@ -55,7 +57,7 @@ function parseArgs(argv: string[]): Options {
   let only: string[] | undefined;
   let hz: number | undefined;
   let module = false;
-  let protocol: 1 | 2 = 1;
+  let protocol = Number(PROTOCOL_VERSION) as 1 | 2;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--quick' || a === '--tiny' || a === '--large') mode = a.slice(2) as Options['mode'];
@@ -513,7 +515,7 @@ async function main(): Promise<number> {
     const info = await admin.info('server');
     const redisVersion = /^redis_version:(\S+)/m.exec(info)?.[1] ?? '?';
     const hz = `${/^hz:(\d+)/m.exec(info)?.[1] ?? '?'}${opts.module ? ', the native module loaded' : ''}${
-      opts.protocol === 2 ? ', EchoMQ queues at protocol version 2' : ''
+      opts.protocol !== Number(PROTOCOL_VERSION) ? `, EchoMQ queues at protocol version ${opts.protocol}` : ''
     }`;
     const bullVersion = (
       JSON.parse(readFileSync(new URL('../node_modules/bullmq/package.json', import.meta.url), 'utf8')) as {

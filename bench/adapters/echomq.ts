@@ -1,6 +1,6 @@
 // The EchoMQ side of the bench: the public API only (EchoMQ.connect, enqueue, enqueueMany,
 // enqueueIn, consume). Every session is its own EchoMQ.connect(), so its own connection.
-import { EchoMQ, type ScriptsMode } from '../../src/index.js';
+import { EchoMQ, PROTOCOL_VERSION, type ScriptsMode } from '../../src/index.js';
 import {
   type Adapter,
   type ConsumeHooks,
@@ -12,7 +12,7 @@ import {
 } from './adapter.js';
 
 /** The protocol version new queues are stamped with (bench/run.ts --protocol; SPEC 22.3). */
-let protocolVersion: 1 | 2 = 1;
+let protocolVersion = Number(PROTOCOL_VERSION) as 1 | 2;
 
 export function useProtocolVersion(version: 1 | 2): void {
   protocolVersion = version;

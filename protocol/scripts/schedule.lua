@@ -301,8 +301,8 @@ if dkey ~= '' then
   if kept then return kept end
   dedupe_lock(p, KEYS[1], ARGV[1], dkey, ttl)
 end
-redis.call('HSET', KEYS[1], 'state', 'scheduled', 'attempts', '0', 'payload', ARGV[2],
-  'created', now, 'runat', score)
+-- attempts is left out until the first claim (absent = 0), as enqueue does: a field less per row.
+redis.call('HSET', KEYS[1], 'state', 'scheduled', 'payload', ARGV[2], 'created', now, 'runat', score)
 local prio, group, name = ARGV[5] or '0', ARGV[6] or '', ARGV[7] or ''
 if prio ~= '0' and prio ~= '' then redis.call('HSET', KEYS[1], 'prio', prio) end
 if group ~= '' then redis.call('HSET', KEYS[1], 'group', group) end

@@ -14,7 +14,13 @@ import (
 
 func testQueue(t *testing.T) *Queue {
 	t.Helper()
-	client, err := Connect(testServer(t), Options{ProtocolDir: protocolDir(t)})
+	return testQueueAt(t, 0)
+}
+
+// testQueueAt is testQueue on a queue stamped with protocol version `version` (0: the default).
+func testQueueAt(t *testing.T, version int) *Queue {
+	t.Helper()
+	client, err := Connect(testServer(t), Options{ProtocolDir: protocolDir(t), ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 func TestMigrateStepsUpOnlyWhenTheFleetSpeaksTheVersion(t *testing.T) {
 	ctx := context.Background()
-	q := testQueue(t)
-	if _, err := q.Greeting(ctx); err != nil { // stamped 1, the default
+	q := testQueueAt(t, 1)
+	if _, err := q.Greeting(ctx); err != nil { // stamped 1, a fleet's that still holds a release speaking 1 only
 		t.Fatal(err)
 	}
 	for _, bad := range []MigrateOptions{{To: 3}, {To: -1}, {Window: -1}} {
@@ -114,7 +114,7 @@ func TestObliterateDeletesEveryKeyAndTheQueueStartsAfresh(t *testing.T) {
 	}
 	conn := q.client.Conn()
 	defer conn.Close()
-	if v, err := redis.String(conn.Do("HGET", q.Key("meta"), "version")); err != nil || v != "1" {
-		t.Fatalf("meta version after a fresh start: %q %v", v, err)
+	if v, err := redis.Int(conn.Do("HGET", q.Key("meta"), "version")); err != nil || v != DefaultProtocolVersion {
+		t.Fatalf("meta version after a fresh start: %d %v", v, err)
 	}
 }

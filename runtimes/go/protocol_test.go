@@ -49,8 +49,8 @@ func rawHash(t *testing.T, q *Queue, key string) map[string]string {
 func TestHelloStampsTheDefaultVersionAndTheRuntimeSpeaksTheStoredOne(t *testing.T) {
 	ctx := context.Background()
 	url := testServer(t)
-	v1 := testClient(t, url, Options{})
-	v2 := testClient(t, url, Options{ProtocolVersion: 2})
+	v1 := testClient(t, url, Options{ProtocolVersion: 1})
+	v2 := testClient(t, url, Options{})
 
 	old := testQueueOf(t, v1, "old")
 	if _, err := old.Enqueue(ctx, 1, nil); err != nil {
@@ -61,18 +61,18 @@ func TestHelloStampsTheDefaultVersionAndTheRuntimeSpeaksTheStoredOne(t *testing.
 		t.Fatal(err)
 	}
 	if g.Version != 1 || g.Level != KnownLevel {
-		t.Fatalf("a new queue is stamped 1 by default and the scripts are level %d: got %+v", KnownLevel, g)
+		t.Fatalf("a new queue of a client stamping 1 is stamped 1 and the scripts are level %d: got %+v", KnownLevel, g)
 	}
-	// A client that stamps 2 speaks 1 on a queue stamped 1: the stored version wins.
+	// A client that stamps 2 (the default) speaks 1 on a queue stamped 1: the stored version wins.
 	if n, err := testQueueOf(t, v2, "old").ProtocolVersion(ctx); err != nil || n != 1 {
-		t.Fatalf("stored version 1 read by a client stamping 2: %d %v", n, err)
+		t.Fatalf("stored version 1 read by a default client: %d %v", n, err)
 	}
 	fresh := testQueueOf(t, v2, "fresh")
 	if n, err := fresh.ProtocolVersion(ctx); err != nil || n != 2 {
-		t.Fatalf("a new queue of a client stamping 2: %d %v", n, err)
+		t.Fatalf("a new queue of a default client is stamped 2: %d %v", n, err)
 	}
 	if n, err := testQueueOf(t, v1, "fresh").ProtocolVersion(ctx); err != nil || n != 2 {
-		t.Fatalf("stored version 2 read by a default client: %d %v", n, err)
+		t.Fatalf("stored version 2 read by a client stamping 1: %d %v", n, err)
 	}
 
 	if _, err := Connect(url, Options{ProtocolDir: protocolDir(t), ProtocolVersion: 3}); Code(err) != "EMQINPUT" || !strings.Contains(err.Error(), "[1 2]") {
@@ -111,8 +111,8 @@ func TestGreetingReadsTheEntriesItKnowsAndIgnoresTheRest(t *testing.T) {
 func TestOnVersion2ARowWithoutMaxAllowsThreeAttempts(t *testing.T) {
 	ctx := context.Background()
 	url := testServer(t)
-	v2 := testQueueOf(t, testClient(t, url, Options{ProtocolVersion: 2}), "v2")
-	v1 := testQueueOf(t, testClient(t, url, Options{}), "v1")
+	v2 := testQueueOf(t, testClient(t, url, Options{}), "v2")
+	v1 := testQueueOf(t, testClient(t, url, Options{ProtocolVersion: 1}), "v1")
 
 	// The Go producer passes max as TypeScript's does; the scripts leave a max of 3 out on 2.
 	plain, _ := v2.Enqueue(ctx, map[string]int{"n": 1}, nil)
@@ -173,7 +173,7 @@ func TestOnVersion2ARowWithoutMaxAllowsThreeAttempts(t *testing.T) {
 
 func TestTheHeartbeatListsTheVersionsItSpeaksAndMigrateCountsIt(t *testing.T) {
 	ctx := context.Background()
-	q := testQueue(t)
+	q := testQueueAt(t, 1)
 	c, err := q.Consume(ctx, func(ctx context.Context, job *Job) (interface{}, error) { return nil, nil },
 		ConsumerOptions{BeatMs: 50})
 	if err != nil {

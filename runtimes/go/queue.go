@@ -15,9 +15,11 @@ import (
 // SPEC.md section 22.4).
 var ProtocolVersions = []int{1, 2}
 
-// DefaultProtocolVersion is the version hello stamps on a queue that has none: 1, so a fleet of
-// a previous release (which speaks 1 only) can share every queue this one creates (SPEC 22.4).
-const DefaultProtocolVersion = 1
+// DefaultProtocolVersion is the version hello stamps on a queue that has none: 2, because the
+// previous release already speaks 1 and 2, so it can share every queue this one creates (SPEC
+// 22.4). A fleet that still holds a release speaking 1 only sets Options.ProtocolVersion to 1
+// until it has rolled.
+const DefaultProtocolVersion = 2
 
 // KnownLevel is the SPEC feature level this runtime was written for (SPEC.md section 22.2).
 const KnownLevel = 2
@@ -31,8 +33,9 @@ type Options struct {
 	// MaxPayloadBytes is the largest encoded payload, result or progress; 0: 512 KiB.
 	MaxPayloadBytes int
 	// ProtocolVersion is the version hello stamps on a queue that has none (one of
-	// ProtocolVersions); 0 means DefaultProtocolVersion (1). A queue that has one keeps it: the
-	// runtime speaks the stored version there (Queue.ProtocolVersion).
+	// ProtocolVersions); 0 means DefaultProtocolVersion (2), 1 keeps new queues readable by a
+	// release that speaks 1 only. A queue that has one keeps it: the runtime speaks the stored
+	// version there (Queue.ProtocolVersion).
 	ProtocolVersion int
 	// ClusterWait is how long a call on a Redis Cluster waits for its slot to be served again
 	// after a dropped connection, CLUSTERDOWN or TRYAGAIN (a failover, a migration), retrying

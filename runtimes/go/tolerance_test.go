@@ -68,7 +68,7 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 
 	// hello answered with entries after the three it knows.
 	g, err := q.Greeting(ctx)
-	if err != nil || g.Version != 1 || g.Level != KnownLevel {
+	if err != nil || g.Version != DefaultProtocolVersion || g.Level != KnownLevel {
 		t.Fatalf("greeting against a later level: %+v %v", g, err)
 	}
 	// Fields a later level writes on meta and on the rows, before this runtime reads them.
@@ -178,7 +178,7 @@ func TestTheGoRuntimeRunsEveryJobToItsEndAgainstALaterLevel(t *testing.T) {
 	if teleported["where"] != "mars" {
 		t.Fatalf("an event of an unknown name is passed on with its fields: %v", teleported)
 	}
-	if n, err := q.ProtocolVersion(ctx); err != nil || n != 1 {
+	if n, err := q.ProtocolVersion(ctx); err != nil || n != DefaultProtocolVersion {
 		t.Fatalf("meta with a later field: version %d %v", n, err)
 	}
 }

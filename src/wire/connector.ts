@@ -6,7 +6,7 @@ import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
 import { type Durability, durabilityOf, ReplicatedWrites, type Replication } from './durability.js';
 import { FunctionCalls, type ScriptsMode, scriptsModeOf, USE_EVAL } from './functions.js';
-import { PROTOCOL_VERSIONS } from './keyspace.js';
+import { PROTOCOL_VERSION, PROTOCOL_VERSIONS } from './keyspace.js';
 import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
 import type { ModuleMode } from './native-module.js';
 import type { Script } from './scripts.js';
@@ -45,9 +45,10 @@ export interface ConnectOptions {
   connectTimeoutMs?: number | undefined;
   /**
    * The protocol version a queue without one is stamped with when this connection first uses it
-   * (docs/reference/upgrading.md): 1 (default), which a fleet of the previous release also speaks,
-   * or 2 (a job without `attempts` takes 3 stored as nothing: a smaller row). A queue already
-   * stamped keeps its version until `q.migrate()` steps it up.
+   * (docs/reference/upgrading.md): 2 (default; a job without `attempts` takes 3 stored as
+   * nothing: a smaller row), which the previous release also speaks, or 1, for a fleet that still
+   * holds a release speaking 1 only. A queue already stamped keeps its version until
+   * `q.migrate()` steps it up.
    */
   protocolVersion?: 1 | 2 | undefined;
   /**
@@ -99,7 +100,7 @@ export class Connector {
   readonly native = new Map<string, string>();
   moduleMode: ModuleMode = 'off';
   /** The version hello stamps into a queue that has none (connect's `protocolVersion`). */
-  newQueueVersion = 1;
+  newQueueVersion = Number(PROTOCOL_VERSION);
   /** The connection's default for enqueue and complete (connect's `durability`). */
   durability: Replication | undefined;
   private replicated: ReplicatedWrites | undefined;

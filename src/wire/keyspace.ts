@@ -6,10 +6,11 @@ import type { JobState } from '../core/types.js';
 
 /**
  * The protocol version stamped into a new queue's `emq:{<queue>}:meta` (field `version`) unless
- * connect's `protocolVersion` says otherwise: 1, so a fleet of the previous release (which
- * speaks 1 only) can share every queue this one creates (SPEC 22.4).
+ * connect's `protocolVersion` says otherwise: 2, because the previous release already speaks
+ * 1 and 2, so it can share every queue this one creates (SPEC 22.4). A fleet that still holds a
+ * release speaking 1 only passes `protocolVersion: 1` until it has rolled.
  */
-export const PROTOCOL_VERSION = '1';
+export const PROTOCOL_VERSION = '2';
 
 /** The protocol versions this runtime speaks (hello's lowest and highest; SPEC 22.4). */
 export const PROTOCOL_VERSIONS: readonly number[] = [1, 2];

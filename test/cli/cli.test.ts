@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import { beforeAll, describe, expect } from 'vitest';
 import { parseDuration } from '../../src/core/duration.js';
 import type { EnqueueOptions } from '../../src/core/types.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
 import type { Queue } from '../../src/queue/queue.js';
 import { queueTest, uniqueQueue, useRedisServer } from '../support/harness.js';
 import { freePort } from '../support/redis-server.js';
@@ -542,8 +543,12 @@ describe('retry, cancel, remove, pause, resume, clean, enqueue', CHILD_PROCESSES
     raw,
     q,
     key,
+    others,
   }) => {
-    await q.enqueue({});
+    // The queue is stamped 1, as a fleet beside a release that speaks 1 only stamps it.
+    const v1 = await EchoMQ.connect({ url: env.server.url, protocolVersion: 1 });
+    others.push(v1);
+    await v1.queue(q.name).enqueue({});
     const now = Number((await raw.time())[0]) * 1000;
     // A consumer of the previous release: its heartbeat info lists no protocols (version 1 only).
     await raw.zadd(key('consumers'), now, 'old-1');

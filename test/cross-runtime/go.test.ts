@@ -7,6 +7,7 @@
 import { describe, expect } from 'vitest';
 import type { JobView, QueueEvent } from '../../src/core/types.js';
 import { eventsOf } from '../../src/events/reader.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
 import { poll, within } from '../support/wait.js';
 import { GoConsumer, type GoLine, goRun, haveGo, useGoBuild } from './go-runtime.js';
@@ -261,7 +262,12 @@ describe.skipIf(!haveGo)('the Go runtime and the TypeScript runtime on one queue
     key,
     queueName: name,
     goConsumer,
+    others,
   }) => {
+    // The queue is stamped 1 first (a fleet beside a release that speaks 1 only): Go keeps it.
+    const v1 = await EchoMQ.connect({ url: env.server.url, protocolVersion: 1 });
+    others.push(v1);
+    expect(await v1.queue(name).protocolVersion()).toBe(1);
     const go = goConsumer(name, 2);
     await within(go.ready.promise, 20_000, 'the Go consumer to start');
     const goId = (go.lines.find((l) => l.kind === 'ready') as GoLine & { consumer: string }).consumer;

@@ -7,6 +7,7 @@ import { describe, expect } from 'vitest';
 import type { Handler } from '../../src/core/types.js';
 import { EchoMQ } from '../../src/queue/echomq.js';
 import type { Queue } from '../../src/queue/queue.js';
+import { PROTOCOL_VERSION } from '../../src/wire/keyspace.js';
 import { keySlot } from '../../src/wire/slot.js';
 import { queueTest, uniqueQueue, useRedisServer } from '../support/harness.js';
 import { poll } from '../support/observe.js';
@@ -78,7 +79,7 @@ describe('a flow over two queues on one server', () => {
     expect((await qb.get(there!.id))!.state).toBe('pending');
     expect(await q.get(there!.id)).toBeNull();
     // The other queue was written by the root queue's call: it was greeted (version, registry).
-    expect(await raw.hget(key('meta', other), 'version')).toBe('1');
+    expect(await raw.hget(key('meta', other), 'version')).toBe(PROTOCOL_VERSION);
     expect(await raw.sismember('emq:queues', other)).toBe(1);
     expect(await raw.hget(key(`job:${there!.id}`, other), 'parent')).toBe(`${P}${flow.id}`);
     expect(await raw.zrange(key(`job:${flow.id}:deps`), 0, -1)).toEqual([

@@ -126,14 +126,15 @@ describe('enqueue', () => {
 
     expect(status).toBe('enqueued');
     expect(id).toMatch(/^JOB[0-9A-Z]{20}$/);
-    // No created: the minted id holds the instant (SPEC section 3), one hash field less per job.
+    // No created: the minted id holds the instant (SPEC section 3), one hash field less per job;
+    // no max: a new queue is at protocol version 2, where a row without it allows 3 (SPEC 22.3).
     expect(await row(id)).toEqual({
       state: 'pending',
       payload: '{"to":"a@example.com"}',
       name: 'email',
-      max: '3',
     });
     const view = await q.get(id);
+    expect(view?.maxAttempts).toBe(3);
     expect(view?.createdAt).toBe(mintedAt(id));
     expect(view!.createdAt).toBeGreaterThanOrEqual(before - 1000);
     expect(view!.createdAt).toBeLessThanOrEqual(after);
@@ -415,17 +416,17 @@ describe('enqueueAt and enqueueIn', () => {
     const runAt = (await serverNow()) + 60_000;
     const { id, status } = await q.enqueueAt({ a: 1 }, runAt, { name: 'later', priority: 4, group: 'g1' });
     expect(status).toBe('scheduled');
+    // No attempts until the first claim (absent = 0), as enqueue's rows.
     expect(await row(id)).toEqual({
       state: 'scheduled',
-      attempts: '0',
       payload: '{"a":1}',
       created: expect.any(String),
       runat: String(runAt),
       prio: '4',
       group: 'g1',
       name: 'later',
-      max: '3',
     });
+    expect((await q.get(id))?.maxAttempts).toBe(3);
     expect(await raw.zrange(key('schedule'), 0, -1, 'WITHSCORES')).toEqual([id, String(runAt)]);
     expect(await raw.zcard(key('pending'))).toBe(0);
     expect(await raw.exists(key('g:g1:pending'))).toBe(0);

@@ -3,7 +3,15 @@
 // each call, and the events appended to `emq:{<queue>}:events`.
 import { describe, expect } from 'vitest';
 import type { EnqueueOptions } from '../../src/core/types.js';
-import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from '../support/harness.js';
+import { EchoMQ } from '../../src/queue/echomq.js';
+import {
+  helperFixtures,
+  type QueueTestContext,
+  queueKey,
+  queueTest,
+  uniqueQueue,
+  useRedisServer,
+} from '../support/harness.js';
 import { expectRefused, poll, scoreOf, serverNow as serverClock, streamFields } from '../support/observe.js';
 
 const env = useRedisServer();
@@ -309,10 +317,28 @@ describe('claim', () => {
     expect(await raw.zcard(key('pending'))).toBe(0);
   });
 
-  it("replies max '1' and empty name and backoff for a row written without them", async ({ q, P, claim }) => {
+  it("replies max '3' at version 2 ('1' at version 1) and empty name and backoff for a row written without them", async ({
+    q,
+    P,
+    raw,
+    claim,
+    others,
+  }) => {
     await q.run('enqueue', [P, 'JOBbare', 'null', '0', '', '', '', '']);
     const { jobs } = await claim(1);
-    expect(jobs[0]).toMatchObject({ id: 'JOBbare', max: '1', name: '', backoff: '', payload: 'null' });
+    expect(jobs[0]).toMatchObject({ id: 'JOBbare', max: '3', name: '', backoff: '', payload: 'null' });
+
+    const v1 = await EchoMQ.connect({ url: env.server.url, protocolVersion: 1 });
+    others.push(v1);
+    const q1 = v1.queue(uniqueQueue('scripts-v1'));
+    const at1 = helpers({
+      raw,
+      q: q1,
+      P: q1.keys.prefix,
+      key: (suffix, queue = q1.name) => queueKey(queue, suffix),
+    });
+    await q1.run('enqueue', [q1.keys.prefix, 'JOBbare', 'null', '0', '', '', '', '']);
+    expect((await at1.claim(1)).jobs[0]).toMatchObject({ id: 'JOBbare', max: '1', name: '', backoff: '' });
   });
 
   it('issues a strictly increasing lease token on every claim of the same job', async ({

@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, it } from 'vitest';
 import type { Consumer } from '../../src/consumer/consumer.js';
 import { EchoMQ } from '../../src/queue/echomq.js';
 import type { Queue } from '../../src/queue/queue.js';
+import type { ConnectOptions } from '../../src/wire/connector.js';
 import { MemoryServer, onMemory } from './memory-server.js';
 import { Consumers } from './observe.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
@@ -63,6 +64,12 @@ export interface QueueFixture<D = unknown, R = unknown> {
   key(suffix: string, queue?: string): string;
 }
 
+/**
+ * connect's options a file's queues are opened with: `{ protocolVersion: 1 }` for a file about
+ * version 1's rules, now that new queues start at 2.
+ */
+export type QueueConnectOptions = Pick<ConnectOptions, 'protocolVersion'>;
+
 /** A queue's key as keyspace.ts writes it, `emq:{<queue>}:<suffix>`, for reading raw keys. */
 export function queueKey(queue: string, suffix: string): string {
   return `emq:{${queue}}:${suffix}`;
@@ -72,8 +79,9 @@ export function queueKey(queue: string, suffix: string): string {
 async function openQueue<D, R>(
   env: { readonly server: RedisServer },
   prefix: string,
+  connect: QueueConnectOptions = {},
 ): Promise<QueueFixture<D, R>> {
-  const mq = await EchoMQ.connect({ url: env.server.url });
+  const mq = await EchoMQ.connect({ ...connect, url: env.server.url });
   const raw = env.server.client();
   const name = uniqueQueue(prefix);
   const q = mq.queue<D, R>(name);
@@ -101,7 +109,11 @@ export interface QueueTestContext<D = unknown, R = unknown> extends QueueFixture
  * Each test gets its own EchoMQ, raw client and queue name, closed after it, so no file keeps
  * them in module-level `let`s. `.extend` it further for a file's own fixtures.
  */
-export function queueTest<D = unknown, R = unknown>(env: { readonly server: RedisServer }, prefix: string) {
+export function queueTest<D = unknown, R = unknown>(
+  env: { readonly server: RedisServer },
+  prefix: string,
+  connect: QueueConnectOptions = {},
+) {
   // The queue's name is the fixture `queueName` (a test context cannot have its own `name`).
   return it.extend<
     Omit<QueueTestContext<D, R>, 'name'> & {
@@ -111,7 +123,7 @@ export function queueTest<D = unknown, R = unknown>(env: { readonly server: Redi
   >({
     // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
     opened: async ({}, use) => {
-      const f = await openQueue<D, R>(env, prefix);
+      const f = await openQueue<D, R>(env, prefix, connect);
       const deferred: (() => unknown)[] = [];
       try {
         await use({ ...f, defer: (fn) => void deferred.push(fn) });

@@ -3,7 +3,9 @@
 // dist/index.js). Plain JavaScript that only calls the API both releases have, so the same
 // file drives either.
 //
-// Usage: node [--import tsx] fleet-member.mjs <entry> <redis-url> <queue> <name>
+// Usage: node [--import tsx] fleet-member.mjs <entry> <redis-url> <queue> <name> [<protocolVersion>]
+// (today's members pass 1: a fleet that holds a release speaking 1 only stamps new queues 1;
+// an earlier release, which has no such option, is started without it).
 // It reads one command per line on stdin and answers on stdout:
 //   consume <concurrency> <leaseMs> <beatMs>  start consuming; then, per run of a job:
 //                                             `start <id> <attempt>`, `end <id> <attempt>`,
@@ -18,9 +20,9 @@
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 
-const [entry, url, queueName, name] = process.argv.slice(2);
+const [entry, url, queueName, name, protocolVersion] = process.argv.slice(2);
 if (!entry || !url || !queueName || !name) {
-  process.stderr.write('usage: fleet-member.mjs <entry> <redis-url> <queue> <name>\n');
+  process.stderr.write('usage: fleet-member.mjs <entry> <redis-url> <queue> <name> [<protocolVersion>]\n');
   process.exit(2);
 }
 
@@ -34,7 +36,7 @@ let consumer;
 
 async function queue() {
   if (!q) {
-    mq = await EchoMQ.connect({ url });
+    mq = await EchoMQ.connect(protocolVersion ? { url, protocolVersion: Number(protocolVersion) } : { url });
     q = mq.queue(queueName);
   }
   return q;

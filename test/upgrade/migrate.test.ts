@@ -12,7 +12,8 @@ import { queueTest, uniqueQueue, useRedisServer } from '../support/harness.js';
 import { poll } from '../support/wait.js';
 
 const env = useRedisServer();
-const it = queueTest<{ fails?: number }, string>(env, 'migrate');
+// The queues start at version 1 (a fleet that still holds a release speaking 1 only), to step up.
+const it = queueTest<{ fails?: number }, string>(env, 'migrate', { protocolVersion: 1 });
 
 /** Writes the heartbeat a consumer of the previous release writes: no `protocols` (speaks 1). */
 async function oldBeat(q: Queue<unknown, unknown>, id: string) {
@@ -20,22 +21,26 @@ async function oldBeat(q: Queue<unknown, unknown>, id: string) {
 }
 
 describe('the protocol version of a queue', () => {
-  it('is stamped 1 by default, 2 with protocolVersion: 2, and a bad protocolVersion is refused', async ({
+  it('is stamped 2 by default, 1 with protocolVersion: 1, and a bad protocolVersion is refused', async ({
+    mq,
     q,
     raw,
     key,
     others,
   }) => {
+    // The file's connections pass protocolVersion: 1 (their queues start at 1, to step up).
     await q.enqueue({});
     expect(await q.protocolVersion()).toBe(1);
     expect(await raw.hget(key('meta'), 'version')).toBe('1');
-    const v2 = await EchoMQ.connect({ url: env.server.url, protocolVersion: 2 });
-    others.push(v2);
-    const fresh = v2.queue(uniqueQueue('migrate-v2'));
+    const byDefault = await EchoMQ.connect({ url: env.server.url });
+    others.push(byDefault);
+    const fresh = byDefault.queue(uniqueQueue('migrate-v2'));
     await fresh.enqueue({});
     expect(await fresh.protocolVersion()).toBe(2);
-    // A connection that stamps 2 still speaks 1 on a queue already at 1.
-    expect(await v2.queue(q.name).protocolVersion()).toBe(1);
+    expect(await raw.hget(`${fresh.keys.prefix}meta`, 'version')).toBe('2');
+    // A stamped queue keeps its version whichever a connection stamps.
+    expect(await byDefault.queue(q.name).protocolVersion()).toBe(1);
+    expect(await mq.queue(fresh.name).protocolVersion()).toBe(2);
     await expect(EchoMQ.connect({ url: env.server.url, protocolVersion: 3 as 2 })).rejects.toThrow(
       /protocolVersion must be one of 1, 2/,
     );

@@ -8,6 +8,7 @@
 import { describe, expect } from 'vitest';
 import type { QueueEvent } from '../../src/core/types.js';
 import { Inspector } from '../../src/inspect/inspector.js';
+import { PROTOCOL_VERSION } from '../../src/wire/keyspace.js';
 import { greetingOf } from '../../src/wire/queue-wire.js';
 import { loadScripts, parseScript } from '../../src/wire/scripts.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
@@ -146,7 +147,7 @@ describe('the TypeScript runtime reads by the evolution rule', () => {
       where: 'mars',
     });
     // hello answered with entries after the three it knows: the greeting holds those three.
-    expect(q.wire.greeting).toMatchObject({ version: 1, level: 2 });
+    expect(q.wire.greeting).toMatchObject({ version: Number(PROTOCOL_VERSION), level: 2 });
     expect(await q.drain()).toBe(0);
   });
 });

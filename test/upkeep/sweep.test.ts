@@ -3,6 +3,7 @@
 // while jobs are active unless forced, and both report progress per batch.
 import { describe, expect } from 'vitest';
 import type { Queue } from '../../src/queue/queue.js';
+import { PROTOCOL_VERSION } from '../../src/wire/keyspace.js';
 import { queueTest, useRedisServer } from '../support/harness.js';
 
 const env = useRedisServer();
@@ -60,7 +61,7 @@ describe('obliterate', () => {
     expect((await other.counts()).pending).toBe(1);
     // The queue starts afresh: hello stamps its version again.
     await q.enqueue({ again: true });
-    expect(await raw.hget(`${P}meta`, 'version')).toBe('1');
+    expect(await raw.hget(`${P}meta`, 'version')).toBe(PROTOCOL_VERSION);
   });
 
   it('refuses while jobs are active (nothing changes), and goes on with force', async ({ raw, q, P }) => {

@@ -2,10 +2,29 @@ defmodule EchoMQ.JobsTest do
   use EchoMQ.Test.ServerCase, async: false
   doctest EchoMQ.JSON
 
-  test "hello stamps version 1 and says the level and features", %{conn: conn} do
-    assert {:ok, %{version: 1, level: 2, features: []}} = Jobs.hello(conn, "hq")
-    assert {:ok, "1"} = Connector.command(conn, ["HGET", "emq:{hq}:meta", "version"])
+  test "hello stamps version 2 and says the level and features", %{conn: conn} do
+    assert {:ok, %{version: 2, level: 2, features: []}} = Jobs.hello(conn, "hq")
+    assert {:ok, "2"} = Connector.command(conn, ["HGET", "emq:{hq}:meta", "version"])
     assert {:ok, ["hq"]} = Connector.command(conn, ["SMEMBERS", "emq:queues"])
+  end
+
+  test "protocol_version: 1 stamps 1; a stamped queue keeps its version", %{conn: conn, url: url} do
+    v1 = Connector.connect!(url: url, protocol_version: 1)
+    assert {:ok, %{version: 1}} = Jobs.hello(v1, "old")
+    assert {:ok, %{version: 1}} = Jobs.hello(conn, "old")
+    assert {:ok, %{version: 2}} = Jobs.hello(conn, "new")
+    assert {:ok, %{version: 2}} = Jobs.hello(v1, "new")
+    # The default 3 attempts: written as max on version 1, left out of the row on version 2.
+    for {queue, max} <- [{"old", "3"}, {"new", nil}] do
+      id = Jobs.new_id()
+      assert {:ok, :enqueued} = Jobs.enqueue(v1, queue, id, "{}")
+      assert {:ok, ^max} = Connector.command(conn, ["HGET", "emq:{#{queue}}:job:#{id}", "max"])
+      assert {:ok, %{"maxAttempts" => 3}} = Jobs.get(conn, queue, id)
+    end
+
+    Connector.close(v1)
+    assert {:error, {:input, msg}} = Connector.connect(url: url, protocol_version: 3)
+    assert msg =~ "1..2"
   end
 
   test "a queue at a version it does not speak is refused at hello", %{conn: conn} do
@@ -71,7 +90,7 @@ defmodule EchoMQ.JobsTest do
 
   test "NOSCRIPT falls back to EVAL, and pipelines answer per command", %{conn: conn} do
     {:ok, "OK"} = Connector.command(conn, ["SCRIPT", "FLUSH"])
-    assert {:ok, %{version: 1}} = Jobs.hello(conn, "ns")
+    assert {:ok, %{version: 2}} = Jobs.hello(conn, "ns")
 
     assert [{:ok, "PONG"}, {:error, {:server, "ERR" <> _}}, {:ok, nil}] =
              Connector.pipeline(conn, [["PING"], ["NOSUCHCMD"], ["GET", "nope"]])

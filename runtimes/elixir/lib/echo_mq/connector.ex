@@ -18,7 +18,17 @@ defmodule EchoMQ.Connector do
 
   alias EchoMQ.Script
 
-  defstruct [:client, :scripts, :host, :port, :database, :password, :hellos, timeout: 15_000]
+  defstruct [
+    :client,
+    :scripts,
+    :host,
+    :port,
+    :database,
+    :password,
+    :hellos,
+    :protocol_version,
+    timeout: 15_000
+  ]
 
   @type t :: %__MODULE__{}
   @type reply :: binary() | integer() | nil | [reply()]
@@ -26,14 +36,17 @@ defmodule EchoMQ.Connector do
 
   @doc """
   Connects. Options: `url` ("redis://host:port/db") or `host`/`port`/`database`, `password`,
-  `scripts_dir` (see `EchoMQ.Script.dir/1`), `timeout` (ms per call, default 15000).
-  The eredis process is linked to the caller.
+  `scripts_dir` (see `EchoMQ.Script.dir/1`), `timeout` (ms per call, default 15000),
+  `protocol_version` (the version hello stamps on a queue that has none: 2 by default, which the
+  previous release also speaks; 1 for a fleet that still holds a release speaking 1 only, SPEC
+  22.4). The eredis process is linked to the caller.
   """
   @spec connect(keyword()) :: {:ok, t()} | {:error, term()}
   def connect(opts \\ []) do
     {host, port, db} = address(opts)
 
-    with {:ok, scripts} <- Script.load(Script.dir(opts)),
+    with {:ok, version} <- new_queue_version(opts[:protocol_version]),
+         {:ok, scripts} <- Script.load(Script.dir(opts)),
          :ok <- reachable(host, port),
          {:ok, client} <- start_client(host, port, db, opts[:password]) do
       {:ok, hellos} = Agent.start_link(fn -> %{} end)
@@ -47,9 +60,24 @@ defmodule EchoMQ.Connector do
          database: db,
          password: opts[:password],
          hellos: hellos,
+         protocol_version: version,
          timeout: opts[:timeout] || 15_000
        }}
     end
+  end
+
+  # The version hello stamps on a new queue: the runtime's default, or one it speaks.
+  defp new_queue_version(nil), do: {:ok, EchoMQ.Jobs.default_version()}
+
+  defp new_queue_version(v) do
+    {lo, hi} = EchoMQ.Jobs.versions()
+
+    if is_integer(v) and v in lo..hi,
+      do: {:ok, v},
+      else:
+        {:error,
+         {:input,
+          "protocol_version must be one of #{lo}..#{hi} (the versions this runtime speaks), got #{inspect(v)}"}}
   end
 
   @doc "As `connect/1`, raising on failure."

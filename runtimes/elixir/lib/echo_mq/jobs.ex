@@ -17,12 +17,16 @@ defmodule EchoMQ.Jobs do
   alias EchoMQ.{Connector, Keyspace, JSON}
 
   @versions {1, 2}
-  @default_version 1
+  # New queues start at 2: the previous release already speaks 1 and 2 (SPEC 22.4).
+  @default_version 2
   @known_level 2
   @max_payload 512 * 1024
 
   @doc "The protocol versions this runtime speaks (hello's lowest and highest; SPEC 22.4)."
   def versions, do: @versions
+
+  @doc "The version hello stamps on a queue that has none, unless connect's `protocol_version` says otherwise."
+  def default_version, do: @default_version
   @doc "The SPEC feature level this runtime was written for (SPEC 22.2)."
   def known_level, do: @known_level
 
@@ -48,7 +52,7 @@ defmodule EchoMQ.Jobs do
       # For tools; best effort.
       _ = Connector.command(conn, ["SADD", "emq:queues", queue])
 
-      case Connector.eval(conn, "hello", [Keyspace.queue_key(queue, "meta")], [@default_version, lo, hi]) do
+      case Connector.eval(conn, "hello", [Keyspace.queue_key(queue, "meta")], [conn.protocol_version, lo, hi]) do
         {:ok, reply} ->
           g = greeting(reply)
 

@@ -49,7 +49,7 @@ func main() {
 	beatMs := flags.Int64("beat-ms", 0, "consume: the beat (default 1000)")
 	timeoutMs := flags.Int64("timeout-ms", 0, "consume: the execution timeout of jobs without their own (default none)")
 	from := flags.String("from", "0", "events: where to start")
-	protocolVersion := flags.Int("protocol-version", 0, "the version hello stamps on a queue that has none (default 1)")
+	protocolVersion := flags.Int("protocol-version", 0, "the version hello stamps on a queue that has none (default 2)")
 	quiet := flags.Bool("quiet", false, "consume: print no line per job (for benches), only ready, health and closed")
 	flush := flags.Bool("flush", false, "conformance: allow it to FLUSHALL the server before every case")
 	flags.Parse(os.Args[2:])
