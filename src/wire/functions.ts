@@ -52,7 +52,8 @@ type Client = { call(...args: (string | number)[]): Promise<unknown> };
 export class ScriptTransport {
   /** False once the server refused FUNCTION or FCALL (or `scripts: 'eval'`): EVALSHA from then on. */
   private functions: boolean;
-  private loading: Promise<boolean> | undefined;
+  /** Each node's FUNCTION LOAD in flight. */
+  private readonly loading = new Map<Client, Promise<void>>();
 
   constructor(
     private readonly client: Client | Cluster,
@@ -83,26 +84,15 @@ export class ScriptTransport {
     return { ...sent, reloaded: true };
   }
 
-  /** Loads the library (every primary on a Cluster), once for all the calls that found it missing. */
-  private load(): Promise<boolean> {
-    this.loading ??= this.loadEverywhere().finally(() => {
-      this.loading = undefined;
-    });
-    return this.loading;
-  }
-
-  private async loadEverywhere(): Promise<boolean> {
-    const { code } = library();
+  /**
+   * Loads the library on every primary (the one server otherwise). A call that found it missing
+   * shares a node's FUNCTION LOAD only while that load is unanswered: one answered already may
+   * have run before the FUNCTION FLUSH this call met, so that node gets a new one.
+   */
+  private async load(): Promise<boolean> {
     const nodes: Client[] = this.client instanceof Cluster ? this.client.nodes('master') : [this.client];
     try {
-      await Promise.all(
-        nodes.map((node) =>
-          node.call('FUNCTION', 'LOAD', code).catch((err: unknown) => {
-            // Another process (or this one's other connection) loaded the same source first.
-            if (!(err instanceof Error && /^ERR Library .* already exists/i.test(err.message))) throw err;
-          }),
-        ),
-      );
+      await Promise.all(nodes.map((node) => this.loadOn(node)));
       return true;
     } catch (err) {
       if (refused(err)) {
@@ -111,6 +101,24 @@ export class ScriptTransport {
       }
       throw err;
     }
+  }
+
+  private loadOn(node: Client): Promise<void> {
+    let loading = this.loading.get(node);
+    if (!loading) {
+      loading = node
+        .call('FUNCTION', 'LOAD', library().code)
+        .then(
+          () => undefined,
+          (err: unknown) => {
+            // Another process (or this one's other connection) loaded the same source first.
+            if (!/^ERR Library .* already exists/i.test(message(err))) throw err;
+          },
+        )
+        .finally(() => this.loading.delete(node));
+      this.loading.set(node, loading);
+    }
+    return loading;
   }
 }
 
