@@ -5,7 +5,7 @@
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
 import { type Durability, durabilityOf, ReplicatedWrites, type Replication } from './durability.js';
-import { FunctionCalls, type ScriptsMode, scriptsModeOf, USE_EVAL } from './functions.js';
+import { type ScriptsMode, ScriptTransport, scriptsModeOf } from './functions.js';
 import { PROTOCOL_VERSION, PROTOCOL_VERSIONS } from './keyspace.js';
 import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
 import type { ModuleMode } from './native-module.js';
@@ -104,8 +104,8 @@ export class Connector {
   /** The connection's default for enqueue and complete (connect's `durability`). */
   durability: Replication | undefined;
   private replicated: ReplicatedWrites | undefined;
-  /** FCALL's state (connect's `scripts: 'functions'`); undefined: EVALSHA only. */
-  private functions: FunctionCalls | undefined;
+  /** How scripts are sent: FCALL (connect's `scripts: 'functions'`) or EVALSHA, with their fallbacks. */
+  private transport!: ScriptTransport;
 
   private constructor(
     readonly client: RedisClient,
@@ -130,8 +130,8 @@ export class Connector {
     const durability = durabilityOf(opts.durability, 'connect');
     const scripts = scriptsModeOf(opts.scripts);
     const connector = Connector.client(opts);
-    if (scripts === 'functions' && !connector.memory)
-      connector.functions = new FunctionCalls(connector.client);
+    // The memory engine has no FUNCTION: EVALSHA there.
+    connector.transport = new ScriptTransport(connector.client, connector.memory ? 'eval' : scripts);
     if (durability) connector.requireReplicas();
     connector.durability = durability;
     if (opts.protocolVersion !== undefined) {
@@ -290,15 +290,14 @@ export class Connector {
   }
 
   private async runScript(script: Script, keys: readonly string[], argv: readonly (string | number)[]) {
-    if (this.functions) {
-      const reply = await this.functions.call(script, keys, argv);
-      if (reply !== USE_EVAL) return reply;
-    }
-    try {
-      return await this.client.evalsha(script.sha, keys.length, ...keys, ...argv);
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return await this.client.eval(script.body, keys.length, ...keys, ...argv);
+    for (let send = this.transport.first(script); ; ) {
+      try {
+        return await this.client.call(send.command, send.target, keys.length, ...keys, ...argv);
+      } catch (err) {
+        const next = await this.transport.after(script, send, err);
+        if (!next) throw err;
+        send = next;
+      }
     }
   }
 
@@ -341,7 +340,7 @@ export class Connector {
   }
 
   private replicatedWrites(): ReplicatedWrites {
-    this.replicated ??= new ReplicatedWrites(() => this.duplicate());
+    this.replicated ??= new ReplicatedWrites(() => this.duplicate(), this.transport);
     return this.replicated;
   }
 

@@ -14,6 +14,7 @@ import { Cluster, type Redis } from 'ioredis';
 import { wholeNumber } from '../core/check.js';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
 import type { Durability } from '../core/types.js';
+import type { ScriptTransport, Send } from './functions.js';
 import type { Script } from './scripts.js';
 import { keySlot } from './slot.js';
 
@@ -61,7 +62,11 @@ const MAX_REDIRECTS = 5;
 export class ReplicatedWrites {
   private pending: Write[] = [];
 
-  constructor(private readonly open: () => Redis | Cluster) {}
+  constructor(
+    private readonly open: () => Redis | Cluster,
+    /** The connector's own: a server that refused FCALL is refused here too, and back. */
+    private readonly transport: ScriptTransport,
+  ) {}
 
   private client: Redis | Cluster | undefined;
 
@@ -93,22 +98,38 @@ export class ReplicatedWrites {
     await Promise.all([...parts.values()].map((part) => this.flushPart(part)));
   }
 
-  /** Writes bound for one primary, pipelined, then one WAIT for the most replicas any of them asks. */
+  /**
+   * Writes bound for one primary, pipelined, then one WAIT for the most replicas any of them asks.
+   * Each write goes as the connector's other calls do (ScriptTransport: FCALL, else EVALSHA); the
+   * ones a server refused for a missing library or script are sent again, the next way, in a
+   * pipeline of their own with its WAIT, the one that counts: it covers every write before it.
+   */
   private async flushPart(batch: Write[]): Promise<void> {
     const replicas = Math.max(...batch.map((w) => w.durability.replicas));
     const timeoutMs = Math.max(...batch.map((w) => w.durability.timeoutMs));
-    let replies: [Error | null, unknown][];
+    const replies: [Error | null, unknown][] = [];
     let acked: number;
     try {
-      replies = await this.send(batch, (w) => ['evalsha', w.script.sha], replicas, timeoutMs);
-      // A server that lacks a script (new, restarted, promoted) gets those writes' bodies.
-      const missing = batch.filter((_, i) => replies[i]![0]?.message.startsWith('NOSCRIPT'));
-      if (missing.length > 0) {
-        const again = await this.send(missing, (w) => ['eval', w.script.body], replicas, timeoutMs);
-        for (const [i, w] of missing.entries()) replies[batch.indexOf(w)] = again[i]!;
-        replies[batch.length] = again[missing.length]!;
+      let round = batch.map((w, i) => ({ i, send: this.transport.first(w.script) }));
+      let waited: [Error | null, unknown] | undefined;
+      while (round.length > 0) {
+        const got = await this.send(
+          round.map(({ i, send }) => [batch[i]!, send]),
+          replicas,
+          timeoutMs,
+        );
+        waited = got[round.length];
+        // One await for all (a missing library is loaded once for the batch).
+        const next = await Promise.all(
+          round.map(async ({ i, send }, k) => {
+            replies[i] = got[k]!;
+            const err = got[k]![0];
+            return { i, send: err ? await this.transport.after(batch[i]!.script, send, err) : undefined };
+          }),
+        );
+        round = next.filter((r): r is { i: number; send: Send } => r.send !== undefined);
       }
-      const [waitErr, count] = replies[batch.length]!;
+      const [waitErr, count] = waited ?? [new Error('no WAIT reply'), 0];
       if (waitErr) throw waitErr;
       acked = Number(count);
     } catch (err) {
@@ -144,16 +165,13 @@ export class ReplicatedWrites {
   }
 
   private async send(
-    writes: Write[],
-    head: (w: Write) => [string, string],
+    writes: [Write, Send][],
     replicas: number,
     timeoutMs: number,
   ): Promise<[Error | null, unknown][]> {
     const pipeline = this.client!.pipeline();
-    for (const w of writes) {
-      const [command, text] = head(w);
-      pipeline.call(command, text, w.keys.length, ...w.keys, ...w.argv);
-    }
+    for (const [w, send] of writes)
+      pipeline.call(send.command, send.target, w.keys.length, ...w.keys, ...w.argv);
     pipeline.call('wait', replicas, timeoutMs);
     return ((await pipeline.exec()) ?? []) as [Error | null, unknown][];
   }
