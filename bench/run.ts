@@ -162,7 +162,8 @@ function makeContext(url: string, admin: Redis, sizes: Sizes, sink: { diag?: Dia
       const redisSec = (await redisCpuSeconds(admin)) - r0;
       const { calls, scriptUsec } = await commandstats(admin);
       const total = [...calls.values()].reduce((a, b) => a + b, 0);
-      const scripts = (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
+      let scripts = 0; // script calls of any transport (EVALSHA, EVAL, FCALL) and module commands
+      for (const [name, n] of calls) if (SCRIPTED.test(name)) scripts += n;
       const nodeSec = (c.user + c.system) / 1e6;
       sink.diag = {
         redisCpu: redisSec / (ms / 1000),
