@@ -54,37 +54,36 @@ export class Acks<D> {
     return this.pending.some((a) => a.job === job);
   }
 
-  /** Runs the handler and sends its outcome; an orphan's slot is freed when its handler returns. */
+  /**
+   * Runs the handler and sends its outcome; an orphan's slot is freed when its handler returns.
+   * One async frame per job: every return below passes through the finally.
+   */
   async run<R>(job: Running<D>, handler: Handler<D, R>): Promise<void> {
     try {
-      await this.runHandler(job, handler);
+      let result: R;
+      try {
+        result = await handler(job, job);
+      } catch (err) {
+        if (job.aborted === 'timeout') return; // failed at its deadline already (timedOut)
+        await this.fail(job, thrownError(err, this.settings.maxErrorBytes));
+        return;
+      }
+      // A run past its timeout was failed then: what it returns now is not sent (its token is
+      // no longer the job's, so the script would refuse it anyway).
+      if (job.aborted === 'timeout') return;
+      if (job.released) return this.leases.release(job);
+      let encoded: string;
+      try {
+        encoded =
+          result === undefined ? '' : encodeJson(result, 'job result', this.queue.limits.maxPayloadBytes);
+      } catch (err) {
+        await this.fail(job, err as Error);
+        return;
+      }
+      this.complete(job, encoded, result);
     } finally {
-      this.leases.endOrphan(job);
+      if (job.orphaned) this.leases.endOrphan(job);
     }
-  }
-
-  private async runHandler<R>(job: Running<D>, handler: Handler<D, R>): Promise<void> {
-    let result: R;
-    try {
-      result = await handler(job, job);
-    } catch (err) {
-      if (job.aborted === 'timeout') return; // failed at its deadline already (timedOut)
-      await this.fail(job, thrownError(err, this.settings.maxErrorBytes));
-      return;
-    }
-    // A run past its timeout was failed then: what it returns now is not sent (its token is
-    // no longer the job's, so the script would refuse it anyway).
-    if (job.aborted === 'timeout') return;
-    if (job.released) return this.leases.release(job);
-    let encoded: string;
-    try {
-      encoded =
-        result === undefined ? '' : encodeJson(result, 'job result', this.queue.limits.maxPayloadBytes);
-    } catch (err) {
-      await this.fail(job, err as Error);
-      return;
-    }
-    this.complete(job, encoded, result);
   }
 
   /** Queues the job's completion for this tick's batch. */

@@ -32,7 +32,10 @@ export function library(): Library {
 }
 
 /** The minimal client surface used here: one command, and a Cluster's primaries. */
-type Client = { call(...args: (string | number)[]): Promise<unknown> };
+type Client = {
+  call(command: string, args: (string | number)[]): Promise<unknown>;
+  call(...args: (string | number)[]): Promise<unknown>;
+};
 
 export class FunctionCalls {
   /** False once the server refused FUNCTION or FCALL: EVALSHA from then on. */
@@ -45,16 +48,20 @@ export class FunctionCalls {
     const fn = library().functions.get(script.name);
     // A script not made from protocol/scripts (another directory's copy) is not in the library.
     if (!this.available || fn?.sha !== script.sha) return USE_EVAL;
-    const send = () => this.client.call('FCALL', fn.name, keys.length, ...keys, ...argv);
+    // One argument array, built once and sent as is (again after a load): every call of every
+    // verb comes through here, so no closure and no spread into a rest parameter per call.
+    const args: (string | number)[] = [fn.name, keys.length];
+    for (const k of keys) args.push(k);
+    for (const a of argv) args.push(a);
     try {
-      return await send();
+      return await this.client.call('FCALL', args);
     } catch (err) {
       if (refused(err)) return this.giveUp();
       if (!notFound(err)) throw err;
     }
     if (!(await this.load())) return USE_EVAL;
     try {
-      return await send();
+      return await this.client.call('FCALL', args);
     } catch (err) {
       if (refused(err)) return this.giveUp();
       // Flushed again between the load and the call (or a node the load did not reach): this
