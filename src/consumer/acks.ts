@@ -34,6 +34,11 @@ export class Acks<D> {
   private scheduled = false;
   /** The one timer that sends failed acknowledgements again (never one per failed call). */
   private retry: NodeJS.Timeout | undefined;
+  /** The tick's flush and the report of a call's unexpected failure, made once, not per batch. */
+  private readonly flushNow = (): void => this.flush();
+  private readonly reportError = (err: unknown): void => {
+    this.events.emit('error', err);
+  };
 
   constructor(
     private readonly queue: QueueWire,
@@ -92,7 +97,7 @@ export class Acks<D> {
     this.pending.push({ id: job.id, token: job.token, result: encoded, job, value: result });
     if (!this.scheduled) {
       this.scheduled = true;
-      process.nextTick(() => this.flush());
+      process.nextTick(this.flushNow);
     }
   }
 
@@ -113,9 +118,7 @@ export class Acks<D> {
     let spare = claiming ? Math.max(0, this.slots.free) : 0;
     for (let i = 0; i < acks.length; i += half) {
       const part = acks.length <= half ? acks : acks.slice(i, i + half);
-      this.send(part, claiming ? part.length + spare : 0).catch((err: unknown) =>
-        this.events.emit('error', err),
-      );
+      this.send(part, claiming ? part.length + spare : 0).catch(this.reportError);
       spare = 0;
     }
   }
