@@ -5,7 +5,8 @@
 // instead: N serial `q.enqueue` calls, each awaited before the next (one round trip each).
 //   npx tsx bench/node-cost.ts [C=1|add] [N=5000] [rounds=3]
 //   VG=<dir> valgrind --tool=callgrind --callgrind-out-file=<dir>/cg.out --smc-check=all-non-file \
-//     node --import tsx bench/node-cost.ts 1 2000 1          (instructions of the last round)
+//     --separate-threads=yes node --import tsx bench/node-cost.ts 1 2000 3   (the last round's)
+// Under valgrind the JIT warms up slowly: 3 rounds, and the main thread's figure, compare best.
 import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -35,21 +36,38 @@ const control = (flag: string) =>
     p.on('error', rej);
   });
 
-async function instructions(dir: string): Promise<number> {
+/**
+ * Instructions since the last zeroing: every thread's, and the main thread's (the JS, the event
+ * loop). Run with --separate-threads=yes for the second; V8's background threads (TurboFan
+ * compiling, GC helpers) are the rest, and their share still moves with the JIT's warm-up.
+ */
+async function instructions(dir: string): Promise<{ all: number; main?: number }> {
   await control('-d');
   const seq = (f: string) => Number(f.split('.')[2]!.split('-')[0]);
-  const last = readdirSync(dir)
-    .filter((f) => /^cg\.out\.\d+/.test(f))
-    .sort((a, b) => seq(b) - seq(a))[0]!;
-  let sum = 0;
-  for (const m of readFileSync(`${dir}/${last}`, 'utf8').matchAll(/^(?:summary|totals): (\d+)/gm))
-    sum = Math.max(sum, Number(m[1]));
-  return sum;
+  const files = readdirSync(dir).filter((f) => /^cg\.out\.\d+/.test(f));
+  const last = Math.max(...files.map(seq));
+  let all = 0;
+  let main: number | undefined;
+  for (const f of files.filter((f) => seq(f) === last)) {
+    let sum = 0;
+    for (const m of readFileSync(`${dir}/${f}`, 'utf8').matchAll(/^(?:summary|totals): (\d+)/gm))
+      sum = Math.max(sum, Number(m[1]));
+    all += sum;
+    if (f.endsWith('-01')) main = sum;
+  }
+  return { all, main };
 }
 
-function report(what: string, cpu: NodeJS.CpuUsage, ms: number, ir: number | undefined): void {
+function report(
+  what: string,
+  cpu: NodeJS.CpuUsage,
+  ms: number,
+  ir: { all: number; main?: number } | undefined,
+) {
   const us = (cpu.user + cpu.system) / N;
-  const shown = ir === undefined ? '' : `, ${(ir / N / 1000).toFixed(1)}k instructions/job`;
+  const k = (n: number) => `${(n / N / 1000).toFixed(1)}k`;
+  const main = ir?.main === undefined ? '' : ` (${k(ir.main)} main thread)`;
+  const shown = ir === undefined ? '' : `, ${k(ir.all)} instructions/job${main}`;
   console.log(`${what}: ${us.toFixed(1)} µs CPU/job, ${((N / ms) * 1000).toFixed(0)} jobs/s${shown}`);
 }
 
