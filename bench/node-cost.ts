@@ -1,16 +1,20 @@
 // Node's own cost per job of a consumer: a private redis-server, a backlog of N jobs, one
 // consumer at concurrency C with an empty handler; CPU µs per job (process.cpuUsage: shifts
 // with load) and, under callgrind, this process's instructions per job (holds on a loaded
-// machine). The first round warms the JIT up and is not reported.
-//   npx tsx bench/node-cost.ts [C=1] [N=5000] [rounds=3]
+// machine). The first round warms the JIT up and is not reported. Mode `add` measures a producer
+// instead: N serial `q.enqueue` calls, each awaited before the next (one round trip each).
+//   npx tsx bench/node-cost.ts [C=1|add] [N=5000] [rounds=3]
 //   VG=<dir> valgrind --tool=callgrind --callgrind-out-file=<dir>/cg.out --smc-check=all-non-file \
-//     node --import tsx bench/node-cost.ts 1 2000 1          (instructions of the last round)
+//     --separate-threads=yes node --import tsx bench/node-cost.ts 1 2000 3   (the last round's)
+// Under valgrind the JIT warms up slowly: 3 rounds, and the main thread's figure, compare best.
 import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { EchoMQ } from '../src/index.js';
 
-const C = Number(process.argv[2] ?? 1);
+const MODE = process.argv[2] ?? '1';
+const ADD = MODE === 'add';
+const C = ADD ? 0 : Number(MODE);
 const N = Number(process.argv[3] ?? 5000);
 const ROUNDS = Number(process.argv[4] ?? 3);
 const VG = process.env.VG;
@@ -32,16 +36,39 @@ const control = (flag: string) =>
     p.on('error', rej);
   });
 
-async function instructions(dir: string): Promise<number> {
+/**
+ * Instructions since the last zeroing: every thread's, and the main thread's (the JS, the event
+ * loop). Run with --separate-threads=yes for the second; V8's background threads (TurboFan
+ * compiling, GC helpers) are the rest, and their share still moves with the JIT's warm-up.
+ */
+async function instructions(dir: string): Promise<{ all: number; main?: number }> {
   await control('-d');
   const seq = (f: string) => Number(f.split('.')[2]!.split('-')[0]);
-  const last = readdirSync(dir)
-    .filter((f) => /^cg\.out\.\d+/.test(f))
-    .sort((a, b) => seq(b) - seq(a))[0]!;
-  let sum = 0;
-  for (const m of readFileSync(`${dir}/${last}`, 'utf8').matchAll(/^(?:summary|totals): (\d+)/gm))
-    sum = Math.max(sum, Number(m[1]));
-  return sum;
+  const files = readdirSync(dir).filter((f) => /^cg\.out\.\d+/.test(f));
+  const last = Math.max(...files.map(seq));
+  let all = 0;
+  let main: number | undefined;
+  for (const f of files.filter((f) => seq(f) === last)) {
+    let sum = 0;
+    for (const m of readFileSync(`${dir}/${f}`, 'utf8').matchAll(/^(?:summary|totals): (\d+)/gm))
+      sum = Math.max(sum, Number(m[1]));
+    all += sum;
+    if (f.endsWith('-01')) main = sum;
+  }
+  return { all, main };
+}
+
+function report(
+  what: string,
+  cpu: NodeJS.CpuUsage,
+  ms: number,
+  ir: { all: number; main?: number } | undefined,
+) {
+  const us = (cpu.user + cpu.system) / N;
+  const k = (n: number) => `${(n / N / 1000).toFixed(1)}k`;
+  const main = ir?.main === undefined ? '' : ` (${k(ir.main)} main thread)`;
+  const shown = ir === undefined ? '' : `, ${k(ir.all)} instructions/job${main}`;
+  console.log(`${what}: ${us.toFixed(1)} µs CPU/job, ${((N / ms) * 1000).toFixed(0)} jobs/s${shown}`);
 }
 
 async function main() {
@@ -62,6 +89,19 @@ async function main() {
   try {
     for (let round = 0; round <= ROUNDS; round++) {
       const q = mq.queue<{ i: number; s: string }, void>(`cost-${round}`);
+      if (ADD) {
+        await q.enqueue({ i: -1, s: '' }); // hello and the first call's setup, outside the count
+        const measured = round === ROUNDS;
+        if (VG && measured) await control('-z');
+        const cpu0 = process.cpuUsage();
+        const t0 = performance.now();
+        for (let i = 0; i < N; i++) await q.enqueue({ i, s: 'x'.repeat(64) });
+        const cpu = process.cpuUsage(cpu0);
+        const ms = performance.now() - t0;
+        const ir = VG && measured ? await instructions(VG) : undefined;
+        if (round > 0) report('add', cpu, ms, ir);
+        continue;
+      }
       const items = Array.from({ length: N }, (_, i) => ({ data: { i, s: 'x'.repeat(64) } }));
       for (let i = 0; i < items.length; i += 1000) await q.enqueueMany(items.slice(i, i + 1000));
       const measured = round === ROUNDS;
@@ -80,10 +120,7 @@ async function main() {
       const ms = performance.now() - t0;
       const ir = VG && measured ? await instructions(VG) : undefined;
       await consumer.close();
-      if (round === 0) continue; // the JIT's warm-up
-      const us = (cpu.user + cpu.system) / N;
-      const shown = ir === undefined ? '' : `, ${(ir / N / 1000).toFixed(1)}k instructions/job`;
-      console.log(`c${C}: ${us.toFixed(1)} µs CPU/job, ${((N / ms) * 1000).toFixed(0)} jobs/s${shown}`);
+      if (round > 0) report(`c${C}`, cpu, ms, ir); // round 0 is the JIT's warm-up
     }
   } finally {
     await mq.close();

@@ -34,6 +34,11 @@ export class Acks<D> {
   private scheduled = false;
   /** The one timer that sends failed acknowledgements again (never one per failed call). */
   private retry: NodeJS.Timeout | undefined;
+  /** The tick's flush and the report of a call's unexpected failure, made once, not per batch. */
+  private readonly flushNow = (): void => this.flush();
+  private readonly reportError = (err: unknown): void => {
+    this.events.emit('error', err);
+  };
 
   constructor(
     private readonly queue: QueueWire,
@@ -54,37 +59,35 @@ export class Acks<D> {
     return this.pending.some((a) => a.job === job);
   }
 
-  /** Runs the handler and sends its outcome; an orphan's slot is freed when its handler returns. */
+  /**
+   * Runs the handler and sends its outcome; an orphan's slot is freed when its handler returns.
+   */
   async run<R>(job: Running<D>, handler: Handler<D, R>): Promise<void> {
     try {
-      await this.runHandler(job, handler);
+      let result: R;
+      try {
+        result = await handler(job, job);
+      } catch (err) {
+        if (job.aborted === 'timeout') return; // failed at its deadline already (timedOut)
+        await this.fail(job, thrownError(err, this.settings.maxErrorBytes));
+        return;
+      }
+      // A run past its timeout was failed then: what it returns now is not sent (its token is
+      // no longer the job's, so the script would refuse it anyway).
+      if (job.aborted === 'timeout') return;
+      if (job.released) return this.leases.release(job);
+      let encoded: string;
+      try {
+        encoded =
+          result === undefined ? '' : encodeJson(result, 'job result', this.queue.limits.maxPayloadBytes);
+      } catch (err) {
+        await this.fail(job, err as Error);
+        return;
+      }
+      this.complete(job, encoded, result);
     } finally {
-      this.leases.endOrphan(job);
+      if (job.orphaned) this.leases.endOrphan(job);
     }
-  }
-
-  private async runHandler<R>(job: Running<D>, handler: Handler<D, R>): Promise<void> {
-    let result: R;
-    try {
-      result = await handler(job, job);
-    } catch (err) {
-      if (job.aborted === 'timeout') return; // failed at its deadline already (timedOut)
-      await this.fail(job, thrownError(err, this.settings.maxErrorBytes));
-      return;
-    }
-    // A run past its timeout was failed then: what it returns now is not sent (its token is
-    // no longer the job's, so the script would refuse it anyway).
-    if (job.aborted === 'timeout') return;
-    if (job.released) return this.leases.release(job);
-    let encoded: string;
-    try {
-      encoded =
-        result === undefined ? '' : encodeJson(result, 'job result', this.queue.limits.maxPayloadBytes);
-    } catch (err) {
-      await this.fail(job, err as Error);
-      return;
-    }
-    this.complete(job, encoded, result);
   }
 
   /** Queues the job's completion for this tick's batch. */
@@ -93,7 +96,7 @@ export class Acks<D> {
     this.pending.push({ id: job.id, token: job.token, result: encoded, job, value: result });
     if (!this.scheduled) {
       this.scheduled = true;
-      process.nextTick(() => this.flush());
+      process.nextTick(this.flushNow);
     }
   }
 
@@ -114,9 +117,7 @@ export class Acks<D> {
     let spare = claiming ? Math.max(0, this.slots.free) : 0;
     for (let i = 0; i < acks.length; i += half) {
       const part = acks.length <= half ? acks : acks.slice(i, i + half);
-      this.send(part, claiming ? part.length + spare : 0).catch((err: unknown) =>
-        this.events.emit('error', err),
-      );
+      this.send(part, claiming ? part.length + spare : 0).catch(this.reportError);
       spare = 0;
     }
   }

@@ -250,7 +250,10 @@ export class Consumer<D = unknown, R = unknown> extends EventEmitter<ConsumerEve
 
   private settle(): void {
     if (this.leases.size === 0 && this.acks.size === 0 && this.slots.reserved === 0) {
-      for (const w of this.settledWaiters.splice(0)) w();
+      // This runs for every job that leaves (at concurrency 1 every one empties the consumer):
+      // no array is spliced off when nobody waits.
+      if (this.settledWaiters.length > 0) for (const w of this.settledWaiters.splice(0)) w();
+      if (this.idleWaiters.length === 0) return;
       // Work held back by a rate window is not idleness: the consumer claims it when it reopens.
       const rechecked = this.beatRechecks === this.rechecks;
       if ((this.slots.short && !this.slots.limited && rechecked) || this.closing || this.pausedHere)

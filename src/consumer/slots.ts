@@ -37,6 +37,10 @@ export class Slots<D> {
   private limitedUntil = Number.POSITIVE_INFINITY;
   /** Deadlines of the held jobs that have a timeout: one timer for all of them. */
   private readonly deadlines = new Deadlines<Running<D>>((job) => this.timedOut(job));
+  /** Reports a started job's unexpected rejection: one function for all of them, not one per job. */
+  private readonly reportError = (err: unknown): void => {
+    this.events.emit('error', err);
+  };
 
   constructor(
     private readonly queue: QueueWire,
@@ -162,7 +166,7 @@ export class Slots<D> {
       // Bad data never stops the consumer: that job fails (dead-lettered) without a handler
       // run, and the others of the claim start as usual (SPEC section 5.1).
       const run = decoded.bad ? this.owner.fail(job, decoded.bad) : this.owner.run(job);
-      run.catch((err: unknown) => this.events.emit('error', err));
+      run.catch(this.reportError);
     }
     if (overtaken && this.free > 0) this.drain().catch((err: unknown) => this.events.emit('error', err));
   }

@@ -70,6 +70,8 @@ export function occurrenceId(kind: 'r' | 's', name: string, at: number): string 
  */
 export function createIdMinter(now: () => number, random: (n: number) => Uint8Array): () => string {
   let lastTime = -1;
+  let prefixTime = -1;
+  let prefix = '';
   const digits = new Uint8Array(RANDOM_CHARS);
 
   const freshRandom = (): void => {
@@ -106,9 +108,32 @@ export function createIdMinter(now: () => number, random: (n: number) => Uint8Ar
       lastTime++;
       freshRandom();
     }
-    let out = PREFIX + encodeTime(lastTime);
+    // The time part is the same for every id of one millisecond: encoded once per ms.
+    if (lastTime !== prefixTime) {
+      prefixTime = lastTime;
+      prefix = PREFIX + encodeTime(lastTime);
+    }
+    let out = prefix;
     for (let i = 0; i < RANDOM_CHARS; i++) out += ALPHABET[digits[i]!];
     return out;
+  };
+}
+
+/**
+ * `n` bytes of crypto randomness, cut from a pool drawn 4 KiB at a time: one call into OpenSSL
+ * per ~400 ids instead of one per id (the pool's bytes are used once, never handed out twice).
+ */
+function pooledRandomBytes(): (n: number) => Uint8Array {
+  const POOL = 4096;
+  let pool = randomBytes(0);
+  let used = 0;
+  return (n) => {
+    if (used + n > pool.length) {
+      pool = randomBytes(Math.max(POOL, n));
+      used = 0;
+    }
+    used += n;
+    return pool.subarray(used - n, used);
   };
 }
 
@@ -116,7 +141,7 @@ export function createIdMinter(now: () => number, random: (n: number) => Uint8Ar
  * Mints a new job id: `JOB` + 10 Crockford base32 characters of `Date.now()` ms + 10 of
  * crypto randomness (23 characters). Ids from this process sort in mint order.
  */
-export const mintJobId: () => string = createIdMinter(Date.now, (n) => randomBytes(n));
+export const mintJobId: () => string = createIdMinter(Date.now, pooledRandomBytes());
 
 /**
  * True for an acceptable job id: a string starting with `JOB`, 4 to 512 characters, with no

@@ -38,6 +38,13 @@ export class Admissions {
 
   /** One job's admission and the durability its call asks for (an option of the call, not the job). */
   private admitOptions(data: unknown, opts: EnqueueOptions | undefined) {
+    // Most enqueues pass no options: nothing to copy or check beyond what encodeJob does.
+    if (opts === undefined) {
+      return {
+        job: encodeJob(data, undefined, this.w.limits),
+        durability: this.w.durabilityFor(undefined, 'enqueue'),
+      };
+    }
     const { durability, ...rest } = optionsObject(opts, 'enqueue options');
     return {
       job: encodeJob(data, rest, this.w.limits),
@@ -48,6 +55,15 @@ export class Admissions {
   private flush(): void {
     const batch = this.batch;
     this.batch = [];
+    // A serial producer's tick holds one job: its call, with none of the batch's arrays.
+    if (batch.length === 1) {
+      const b = batch[0]!;
+      verbs.enqueue(this.w, [b.job], b.durability).then(
+        (statuses) => b.resolve(statuses[0]!),
+        (err) => b.reject(err),
+      );
+      return;
+    }
     // A large tick's worth goes as two calls: Redis runs one while the replies of the other
     // let callers add the next jobs (one call would leave one side idle each round trip).
     // Calls that ask for replicas travel apart from those that do not (one WAIT per batch).

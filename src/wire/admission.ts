@@ -60,10 +60,16 @@ export function encodeJob(
 ): Admission {
   const opts = optionsObject(options, 'enqueue options');
   knownKeys(opts, KNOWN_OPTIONS, 'enqueue option');
-  const id = opts.id ?? mintJobId();
-  assertJobId(id);
+  // A minted id is well formed by construction: only the caller's own is checked.
+  let id: string;
+  if (opts.id === undefined) id = mintJobId();
+  else {
+    id = opts.id;
+    assertJobId(id);
+  }
   if (opts.group !== undefined) assertName('group', opts.group);
   if (opts.name !== undefined) jobName(opts.name);
+  const dedupe = dedupeFields(opts.dedupe);
   return {
     id,
     payload: encodeJson(data, 'job data', limits.maxPayloadBytes),
@@ -72,7 +78,8 @@ export function encodeJob(
     name: opts.name ?? '',
     max: attemptsOf(opts.attempts ?? limits.defaultAttempts),
     backoff: backoffOf(opts.backoff),
-    ...dedupeFields(opts.dedupe),
+    dedupeKey: dedupe.dedupeKey,
+    dedupeSpec: dedupe.dedupeSpec,
     retainCompleted: retainSpec(opts.removeOnComplete, 'removeOnComplete'),
     retainDead: retainSpec(opts.removeOnFail, 'removeOnFail'),
     tags: tagList(opts.tags),
@@ -115,7 +122,8 @@ export function jobName(name: unknown): string {
 }
 
 function priorityOf(priority: number | undefined): string {
-  return String(wholeNumber(priority ?? 0, 'priority', 0, PRIORITY_MAX));
+  if (priority === undefined) return '0'; // most jobs: no check, no number to print
+  return String(wholeNumber(priority, 'priority', 0, PRIORITY_MAX));
 }
 
 function attemptsOf(attempts: number): string {
@@ -172,8 +180,16 @@ function tagList(tags: unknown): string {
   return [...new Set(tags as string[])].join(',');
 }
 
-function dedupeFields(d: DedupeOptions | undefined): { dedupeKey: string; dedupeSpec: string } {
-  if (d === undefined) return { dedupeKey: '', dedupeSpec: '' };
+const NO_DEDUPE: { readonly dedupeKey: string; readonly dedupeSpec: string } = {
+  dedupeKey: '',
+  dedupeSpec: '',
+};
+
+function dedupeFields(d: DedupeOptions | undefined): {
+  readonly dedupeKey: string;
+  readonly dedupeSpec: string;
+} {
+  if (d === undefined) return NO_DEDUPE;
   if (typeof d !== 'object' || d === null) {
     throw new EchoMQError(
       'EMQINPUT',

@@ -5,7 +5,7 @@
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { EchoMQError, fromScriptError } from '../core/errors.js';
 import { type Durability, durabilityOf, ReplicatedWrites, type Replication } from './durability.js';
-import { type ScriptsMode, ScriptTransport, scriptsModeOf } from './functions.js';
+import { type ScriptsMode, ScriptTransport, type Send, scriptsModeOf } from './functions.js';
 import { PROTOCOL_VERSION, PROTOCOL_VERSIONS } from './keyspace.js';
 import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
 import type { ModuleMode } from './native-module.js';
@@ -289,10 +289,23 @@ export class Connector {
     }
   }
 
-  private async runScript(script: Script, keys: readonly string[], argv: readonly (string | number)[]) {
-    for (let send = this.transport.first(script); ; ) {
+  /**
+   * Sends a script call the transport's way. Every call of every verb passes here, so its
+   * arguments are built once into one array (no spread into a rest parameter), and a resend
+   * after a refusal only changes the target in front.
+   */
+  private runScript(script: Script, keys: readonly string[], argv: readonly (string | number)[]) {
+    const args: (string | number)[] = ['', keys.length];
+    for (const k of keys) args.push(k);
+    for (const a of argv) args.push(a);
+    return this.sendScript(script, this.transport.first(script), args);
+  }
+
+  private async sendScript(script: Script, send: Send, args: (string | number)[]): Promise<unknown> {
+    for (;;) {
+      args[0] = send.target;
       try {
-        return await this.client.call(send.command, send.target, keys.length, ...keys, ...argv);
+        return await this.client.call(send.command, args);
       } catch (err) {
         const next = await this.transport.after(script, send, err);
         if (!next) throw err;

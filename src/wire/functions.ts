@@ -52,6 +52,8 @@ type Client = { call(...args: (string | number)[]): Promise<unknown> };
 export class ScriptTransport {
   /** False once the server refused FUNCTION or FCALL (or `scripts: 'eval'`): EVALSHA from then on. */
   private functions: boolean;
+  /** Each script's first sending while functions are in use (made once, not per call). */
+  private readonly fcalls = new Map<Script, Send>();
   /** Each node's FUNCTION LOAD in flight. */
   private readonly loading = new Map<Client, Promise<void>>();
 
@@ -63,10 +65,15 @@ export class ScriptTransport {
   }
 
   first(script: Script): Send {
-    const fn = library().functions.get(script.name);
-    // A script not made from protocol/scripts (another directory's copy) is not in the library.
-    if (this.functions && fn?.sha === script.sha) return { command: 'FCALL', target: fn.name };
-    return evalsha(script);
+    if (!this.functions) return evalsha(script);
+    let send = this.fcalls.get(script);
+    if (send === undefined) {
+      const fn = library().functions.get(script.name);
+      // A script not made from protocol/scripts (another directory's copy) is not in the library.
+      send = fn?.sha === script.sha ? { command: 'FCALL', target: fn.name } : evalsha(script);
+      this.fcalls.set(script, send);
+    }
+    return send;
   }
 
   /** How to send `script` again after `sent` failed with `err`; undefined when the error stands. */

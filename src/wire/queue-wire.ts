@@ -108,20 +108,49 @@ export class QueueWire {
     return this.greeting!.version;
   }
 
-  /** Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key. */
-  async run(
+  /**
+   * Runs a protocol script with KEYS built from its contract; `jobId` fills the `job` key. Not
+   * async once greeted: every job's call passes here, and the connector's promise is returned
+   * as is (its run checks the connection is open and rejects when it is not).
+   */
+  run(
     name: ScriptName,
     argv: readonly (string | number)[],
     jobId?: string,
     durability?: Replication,
   ): Promise<unknown> {
+    if (!this.helloDone) return this.greetAndRun(name, argv, jobId, durability);
+    return this.send(name, argv, jobId, durability);
+  }
+
+  private async greetAndRun(
+    name: ScriptName,
+    argv: readonly (string | number)[],
+    jobId: string | undefined,
+    durability: Replication | undefined,
+  ): Promise<unknown> {
     this.connector.assertOpen();
-    if (!this.helloDone) await this.greet();
-    const s: Script = script(name);
-    let keys = jobId === undefined ? this.keyCache.get(name) : undefined;
-    if (!keys) {
-      keys = s.keys.map((k) => this.keys.key(k, jobId));
-      if (jobId === undefined) this.keyCache.set(name, keys);
+    await this.greet();
+    return this.send(name, argv, jobId, durability);
+  }
+
+  private send(
+    name: ScriptName,
+    argv: readonly (string | number)[],
+    jobId: string | undefined,
+    durability: Replication | undefined,
+  ): Promise<unknown> {
+    let s: Script;
+    let keys: string[] | undefined;
+    try {
+      s = script(name);
+      keys = jobId === undefined ? this.keyCache.get(name) : undefined;
+      if (!keys) {
+        keys = s.keys.map((k) => this.keys.key(k, jobId));
+        if (jobId === undefined) this.keyCache.set(name, keys);
+      }
+    } catch (err) {
+      return Promise.reject(err); // a rejection, as from any call, never a throw
     }
     return this.connector.run(s, keys, argv, durability);
   }

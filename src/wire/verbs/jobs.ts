@@ -130,16 +130,17 @@ export function claimedOf(flat: readonly unknown[]): ClaimedJob[] {
   return jobs;
 }
 
-/** claim's reply (and complete's tail): 7 entries per job, then the wake id, wait, clock, next due. */
-function claimed(reply: unknown[]): Claimed {
-  const [flat, wakeId, waitMs, now, nextDue, timeouts] = reply as [
-    unknown[],
-    string,
-    number,
-    number,
-    number,
-    string[] | undefined,
-  ];
+/**
+ * claim's reply (and complete's tail, from index `at`): 7 entries per job, then the wake id,
+ * wait, clock, next due. Read in place: complete's reply is not copied to drop its head.
+ */
+function claimed(reply: unknown[], at = 0): Claimed {
+  const flat = reply[at] as unknown[];
+  const wakeId = reply[at + 1] as string;
+  const waitMs = reply[at + 2] as number;
+  const now = reply[at + 3] as number;
+  const nextDue = reply[at + 4] as number;
+  const timeouts = reply[at + 5] as string[] | undefined;
   const jobs = claimedOf(flat);
   // A trailing `id timeout_ms` list, only when a job taken has a timeout.
   if (timeouts && timeouts.length > 0) {
@@ -187,8 +188,8 @@ export async function complete(
   const argv: Arg[] = [w.keys.prefix, leaseMs, claimN];
   for (const a of acks) argv.push(a.id, a.token, a.result);
   if (consumer) argv.push(consumer); // after the last triple: the script tells it apart by the count
-  const [statuses, ...rest] = (await w.run('complete', argv, undefined, durability)) as unknown[];
-  return { statuses: statuses as ('OK' | 'EMQLEASE')[], claimed: claimed(rest) };
+  const reply = (await w.run('complete', argv, undefined, durability)) as unknown[];
+  return { statuses: reply[0] as ('OK' | 'EMQLEASE')[], claimed: claimed(reply, 1) };
 }
 
 // ── 19.7 fail ─────────────────────────────────────────────────────────────────
