@@ -208,8 +208,8 @@ async function main() {
    */
   const nativeAdd = async (): Promise<string[]> => {
     const r = new Redis(url);
-    const lib = buildLibrary(loadScripts().values());
-    await r.call('FUNCTION', 'LOAD', 'REPLACE', lib.code);
+    // SCRIPTS=<dir>: the FCALL rows run that directory's scripts (the runtime's rows its own).
+    const lib = buildLibrary(loadScripts(process.env.SCRIPTS).values());
     const fname = lib.functions.get('enqueue')!.name;
     const limits = queueLimits({});
     const KEYS = ['pending', 'events', 'wake', 'meta', 'ring'];
@@ -228,21 +228,25 @@ async function main() {
       });
     const out: string[] = [];
     const BULK = Number(process.env.BULK ?? 10000);
-    // The reference: the runtime itself (q.enqueue, q.enqueueMany), as `add` measures it.
-    const s = await echomqAdapter.open(url, `nadd-runtime-${Date.now()}`);
-    const items = payloads(N + 50);
-    for (const d of items.slice(0, 50)) await s.add(d);
-    zero();
-    for (const d of items.slice(50)) await s.add(d);
-    out.push(`runtime q.enqueue serial: ${(total() / N / 1000).toFixed(1)}k instr/job (N=${N})${stats(N)}`);
-    const bulkItems = payloads(BULK + 1000);
-    await s.addBulk(bulkItems.slice(0, 1000));
-    zero();
-    for (let i = 1000; i < bulkItems.length; i += 1000) await s.addBulk(bulkItems.slice(i, i + 1000));
-    out.push(
-      `runtime q.enqueueMany bulk 1000: ${(total() / BULK / 1000).toFixed(1)}k instr/job (${BULK} jobs)`,
-    );
-    await s.close();
+    // The references: the runtime itself (q.enqueue, q.enqueueMany), as `add` measures it, and
+    // BullMQ (add, addBulk) on the same server (BULLMQ=0 leaves it out).
+    const references: [string, Adapter][] = [['runtime (q.enqueue, enqueueMany)', echomqAdapter]];
+    if (process.env.BULLMQ !== '0') references.push(['bullmq (add, addBulk)', bullmqAdapter]);
+    for (const [label, a] of references) {
+      const s = await a.open(url, `nadd-${a.name}-${Date.now()}`);
+      const items = payloads(N + 50);
+      for (const d of items.slice(0, 50)) await s.add(d);
+      zero();
+      for (const d of items.slice(50)) await s.add(d);
+      out.push(`${label} serial: ${(total() / N / 1000).toFixed(1)}k instr/job (N=${N})${stats(N)}`);
+      const bulkItems = payloads(BULK + 1000);
+      await s.addBulk(bulkItems.slice(0, 1000));
+      zero();
+      for (let i = 1000; i < bulkItems.length; i += 1000) await s.addBulk(bulkItems.slice(i, i + 1000));
+      out.push(`${label} bulk 1000: ${(total() / BULK / 1000).toFixed(1)}k instr/job (${BULK} jobs)`);
+      await s.close();
+    }
+    await r.call('FUNCTION', 'LOAD', 'REPLACE', lib.code);
     for (const [label, how] of paths) {
       const p = `emq:{nadd-${how[0]}-${Date.now()}}:`;
       await r.hset(`${p}meta`, 'version', '2'); // what the runtime's first call leaves
