@@ -354,7 +354,7 @@ static void replicate_pending(Sweep *s, const Plan *P) {
 
 static int write_by_keys(Sweep *s, const Plan *P) {
   RedisModuleKey *pk = RedisModule_OpenKey(s->ctx, s->key[PENDING], REDISMODULE_WRITE);
-  int j = 0, last = -1;
+  int j = 0, first = -1;
   for (int i = 0; i < P->t.n; i++) {
     if (!P->admit[i]) continue;
     int b = P->t.first + i * P->t.w;
@@ -374,13 +374,13 @@ static int write_by_keys(Sweep *s, const Plan *P) {
       return 0;
     }
     RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_ZSET, "zadd", s->key[PENDING]);
-    if (last < 0) last = b;
+    if (first < 0) first = b;
   }
   RedisModule_CloseKey(pk);
   replicate_pending(s, P);
   Entry e;
   if (P->same_name) {
-    batch_entry(s, P, last, &e);
+    batch_entry(s, P, first, &e);
     if (!stream_add(s, s->key[EVENTS], P->emax, e.f, e.n)) return 0;
   } else {
     for (int i = 0; i < P->t.n; i++) {
@@ -409,7 +409,7 @@ static int xadd_call(Sweep *s, RedisModuleString *key, RedisModuleString *cap, R
 }
 
 static int write_by_call(Sweep *s, const Plan *P) {
-  int j = 0, last = -1;
+  int j = 0, first = -1;
   for (int i = 0; i < P->t.n; i++) {
     if (!P->admit[i]) continue;
     int b = P->t.first + i * P->t.w;
@@ -417,11 +417,11 @@ static int write_by_call(Sweep *s, const Plan *P) {
     int k = row_of(s, P, b, row);
     if (!call_ok(WRITE(s, "HSET", "sv", P->jk[j++], row, (size_t)k))) return 0;
     if (!call_ok(WRITE(s, "ZADD", "sss", s->key[PENDING], s->argv[b + F_PRIO], s->argv[b + F_ID]))) return 0;
-    if (last < 0) last = b;
+    if (first < 0) first = b;
   }
   Entry e;
   if (P->same_name) {
-    batch_entry(s, P, last, &e);
+    batch_entry(s, P, first, &e);
     if (!xadd_call(s, s->key[EVENTS], P->emax_text, e.f, e.n)) return 0;
   } else {
     for (int i = 0; i < P->t.n; i++) {

@@ -82,6 +82,25 @@ describe.skipIf(!nativeModule.path)('EMQ.ENQUEUE, the prototype native plain enq
     });
   }
 
+  for (const command of COMMANDS) {
+    it(`${command}: a consumer blocked on the wake stream returns when pending goes from empty to some`, async () => {
+      const p = `emq:{woken-${command}}:`;
+      const keys = ['pending', 'events', 'wake', 'meta', 'ring'].map((k) => p + k);
+      await client.hset(`${p}meta`, 'version', '2');
+      await client.xadd(`${p}wake`, '*', 'w', '1'); // a wake stream that exists, as a parked consumer sees it
+      const parked = env!.server.client();
+      try {
+        const woken = parked.xread('BLOCK', 5000, 'STREAMS', `${p}wake`, '$');
+        await new Promise((r) => setTimeout(r, 100));
+        await client.call(command, 5, ...keys, p, 'JOBw1', '{}', '0', '', '', '3', '');
+        const got = (await woken) as [string, [string, string[]][]][] | null;
+        expect(got?.[0]?.[1]?.[0]?.[1]).toEqual(['w', '1']);
+      } finally {
+        await parked.quit();
+      }
+    });
+  }
+
   it('a replica fed by the explicit replication of the key API ends equal to its primary', async () => {
     const replica = await RedisServer.start();
     const rc = replica.client();
