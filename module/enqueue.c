@@ -13,8 +13,10 @@
  *
  * One clock reading, a read pass that decides every tuple's fate (the idempotency window, the
  * row's existence, an id named twice in the call) and checks the type of every key the writes
- * will touch, then a write pass making the script's writes in its order: HSET row, ZADD pending
- * per admitted job, the added entry (one for the call when the names agree), the wake.
+ * will touch, then a write pass making the script's writes: a row (one HSET) per admitted job,
+ * pending (one ZADD of them all, where the script makes one a job: the same members and scores,
+ * in one MULTI/EXEC either way), the added entry (one for the call when the names agree), the
+ * wake.
  *
  * Two write passes, to measure one against the other: EMQ.ENQUEUE writes through the low-level
  * key API (RedisModule_HashSet, ZsetAdd, StreamAdd) and replicates each write explicitly as the
@@ -408,6 +410,22 @@ static int xadd_call(Sweep *s, RedisModuleString *key, RedisModuleString *cap, R
   return call_ok(WRITE(s, "XADD", "sccscv", key, "MAXLEN", "~", cap, "*", fields, (size_t)n));
 }
 
+/* One ZADD pending of every admitted job (score, id pairs), as the key API's pass replicates it:
+ * the same members and scores as the script's ZADD a job, one command call instead of k. */
+static int zadd_pending_call(Sweep *s, const Plan *P) {
+  RedisModuleString **v = RedisModule_Alloc(sizeof(*v) * 2 * (size_t)P->admitted);
+  int k = 0;
+  for (int i = 0; i < P->t.n; i++) {
+    if (!P->admit[i]) continue;
+    int b = P->t.first + i * P->t.w;
+    v[k++] = s->argv[b + F_PRIO];
+    v[k++] = s->argv[b + F_ID];
+  }
+  int ok = call_ok(WRITE(s, "ZADD", "sv", s->key[PENDING], v, (size_t)k));
+  RedisModule_Free(v);
+  return ok;
+}
+
 static int write_by_call(Sweep *s, const Plan *P) {
   int j = 0, first = -1;
   for (int i = 0; i < P->t.n; i++) {
@@ -416,9 +434,9 @@ static int write_by_call(Sweep *s, const Plan *P) {
     RedisModuleString *row[17];
     int k = row_of(s, P, b, row);
     if (!call_ok(WRITE(s, "HSET", "sv", P->jk[j++], row, (size_t)k))) return 0;
-    if (!call_ok(WRITE(s, "ZADD", "sss", s->key[PENDING], s->argv[b + F_PRIO], s->argv[b + F_ID]))) return 0;
     if (first < 0) first = b;
   }
+  if (!zadd_pending_call(s, P)) return 0;
   Entry e;
   if (P->same_name) {
     batch_entry(s, P, first, &e);
