@@ -7,7 +7,7 @@
 --   'next' for server now + every_ms (TIME). Then: prefix 'emq:{<queue>}:' (the record
 --   P repeat:<name> is built from it, as promote builds job keys); catch_up: 'once'
 --   (default, '' too) or 'all', the missed-run policy the pump applies (see pump.lua);
---   max: attempts each occurrence may make ('' = absent on the row, claim's default 1).
+--   max: attempts each occurrence may make ('' = absent on the row: 1 at protocol version 1, 3 from 2).
 -- REPLY: 1 registered, 0 exists (a live name is already registered; nothing changes, even
 --   when the period or template differ: unregister first to change it)
 -- ERRORS: EMQINPUT every_ms not a whole number >= 1, first_run neither a whole number >= 0
