@@ -426,11 +426,12 @@ static void scheduler_make(Sweep *s, const QueueKeys *K, RedisModuleString *sche
   RedisModuleString *jk = job_key(s, id);
   RedisModuleCallReply *r;
   if (key_type(s, jk) == REDISMODULE_KEYTYPE_EMPTY) {
-    /* One HSET of the fields the script writes with one HSET each, in the same order. */
-    RedisModuleString *row[22];
+    /* One HSET of the fields the script writes with one HSET each, in the same order; no
+       `attempts`, as the script (absent = 0: the occurrence still waits). */
+    RedisModuleString *row[20];
     int n = 0;
-    const char *fixed[] = {"state", "scheduled", "attempts", "0"};
-    for (int i = 0; i < 4; i++) row[n++] = RedisModule_CreateString(s->ctx, fixed[i], strlen(fixed[i]));
+    const char *fixed[] = {"state", "scheduled"};
+    for (int i = 0; i < 2; i++) row[n++] = RedisModule_CreateString(s->ctx, fixed[i], strlen(fixed[i]));
     row[n++] = RedisModule_CreateString(s->ctx, "payload", 7);
     row[n++] = rec[DATA] ? rec[DATA] : RedisModule_CreateString(s->ctx, "", 0);
     row[n++] = RedisModule_CreateString(s->ctx, "created", 7);
@@ -581,11 +582,11 @@ void repeat_follow(Sweep *s, const QueueKeys *K, RedisModuleString *schedule, St
   if (key_type(s, jk) == REDISMODULE_KEYTYPE_EMPTY) {
     Str now = number_text(s, (double)s->now);
     if (rec[C_MAX])
-      r = WRITE(s, "HSET", "scccccscbcbcbcs", jk, "state", "scheduled", "attempts", "0", "payload", rec[C_TEMPLATE],
-                "created", now.p, now.n, "runat", at.p, at.n, "name", c.name.p, c.name.n, "max", rec[C_MAX]);
+      r = WRITE(s, "HSET", "scccscbcbcbcs", jk, "state", "scheduled", "payload", rec[C_TEMPLATE], "created", now.p,
+                now.n, "runat", at.p, at.n, "name", c.name.p, c.name.n, "max", rec[C_MAX]);
     else
-      r = WRITE(s, "HSET", "scccccscbcbcb", jk, "state", "scheduled", "attempts", "0", "payload", rec[C_TEMPLATE],
-                "created", now.p, now.n, "runat", at.p, at.n, "name", c.name.p, c.name.n);
+      r = WRITE(s, "HSET", "scccscbcbcb", jk, "state", "scheduled", "payload", rec[C_TEMPLATE], "created", now.p,
+                now.n, "runat", at.p, at.n, "name", c.name.p, c.name.n);
     if (!r) return;
     RedisModule_FreeCallReply(r);
     r = WRITE(s, "ZADD", "sbb", schedule, at.p, at.n, nid.p, nid.n);

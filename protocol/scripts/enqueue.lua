@@ -311,7 +311,7 @@ local function lifo_score(K, prio)
   local seq = redis.call('HINCRBY', K.meta, 'lifo_seq', 1) % 8589934592
   return tonumber(prio) - seq / 8589934592
 end
--- <<< lib/admission.lua
+
 -- A minted id (JOB, 10 Crockford base32 characters of its mint instant in epoch ms, 10 random
 -- ones) already holds when the job was made: its row leaves `created` out when that instant is
 -- at most MINTED_SLACK ms before now (and not after it), and readers take the id's instant. A
@@ -334,6 +334,14 @@ local function minted_at(id)
   end
   return t
 end
+
+-- True when a job admitted at `now` with id `id` needs `created` on its row: its id is not
+-- minted, or was minted outside the MINTED_SLACK before now.
+local function needs_created(id, now)
+  local minted = minted_at(id)
+  return not minted or minted > now or minted < now - MINTED_SLACK
+end
+-- <<< lib/admission.lua
 
 if #ARGV < 8 then return refuse('enqueue', 'the prefix, then 9 (or 7) fields per job') end
 local p = ARGV[1]
@@ -419,10 +427,7 @@ for i = 0, n - 1 do
     -- attempts is left out until the first claim (absent = 0): a smaller row per waiting job
     -- One HSET for the whole row: the optional fields join it only when present.
     local row = { 'state', 'pending', 'payload', ARGV[b + 1] }
-    local minted = minted_at(id)
-    if not minted or minted > now or minted < now - MINTED_SLACK then
-      row[#row + 1], row[#row + 2] = 'created', now
-    end
+    if needs_created(id, now) then row[#row + 1], row[#row + 2] = 'created', now end
     if prio ~= '0' then row[#row + 1], row[#row + 2] = 'prio', prio end
     if group ~= '' then row[#row + 1], row[#row + 2] = 'group', group else group = nil end
     if name ~= '' then row[#row + 1], row[#row + 2] = 'name', name end

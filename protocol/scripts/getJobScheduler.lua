@@ -10,7 +10,7 @@
 --   text ('' when there is no such scheduler, 'inf' when it has ended); fields the record as
 --   a flat field/value list ({} when none); job_state the state of the record's occurrence
 --   row ('' when it has none or the row is gone); waiting 1 when that occurrence still waits
---   for its first run (state scheduled, attempts 0), else 0.
+--   for its first run (state scheduled, attempts absent or 0), else 0.
 --   'due': {now_ms, next_due_ms or -1, flat list, 5 entries per scheduler: id job next count
 --   repeat, topups}; next_due is the earliest instant after now at which a scheduler becomes
 --   due; topups the cron schedulers whose lookahead runs low (P schedulers:topup, soonest to

@@ -302,6 +302,8 @@ if dkey ~= '' then
   dedupe_lock(p, KEYS[1], ARGV[1], dkey, ttl)
 end
 -- attempts is left out until the first claim (absent = 0), as enqueue does: a field less per row.
+-- created stays even for a minted id (unlike enqueue): runat is created + the delay, both on the
+-- server's clock, while the id's instant is the caller's clock (up to 60 s off, SPEC 5).
 redis.call('HSET', KEYS[1], 'state', 'scheduled', 'payload', ARGV[2], 'created', now, 'runat', score)
 local prio, group, name = ARGV[5] or '0', ARGV[6] or '', ARGV[7] or ''
 if prio ~= '0' and prio ~= '' then redis.call('HSET', KEYS[1], 'prio', prio) end

@@ -1,5 +1,6 @@
 import { describe, expect } from 'vitest';
 import type { Consumer } from '../../src/consumer/consumer.js';
+import { mintedAt } from '../../src/core/ids.js';
 import type { Handler } from '../../src/core/types.js';
 import { helperFixtures, type QueueTestContext, queueTest, useRedisServer } from '../support/harness.js';
 import { poll, refusal, streamEvents, within } from '../support/observe.js';
@@ -78,6 +79,27 @@ describe('a parent and its children', () => {
       ['waiting_children', b!.id],
       ['added', b1.id],
     ]);
+  });
+
+  it('leaves created off a flow job whose minted id holds it, as enqueue does, and writes it for a caller id', async ({
+    mq,
+    raw,
+    q,
+    P,
+    queueName: name,
+  }) => {
+    const [t] = await raw.time();
+    const flow = await mq.flow({
+      queue: name,
+      data: { step: 'p' },
+      children: [{ queue: name, data: { step: 'c' }, opts: { id: 'JOBcaller-child' } }],
+    });
+    // The minted root: no created (SPEC section 3), one hash field less; its view reads the id's instant.
+    expect(await raw.hkeys(`${P}job:${flow.id}`)).toEqual(expect.not.arrayContaining(['created']));
+    expect((await q.get(flow.id))!.createdAt).toBe(mintedAt(flow.id));
+    const created = Number(await raw.hget(`${P}job:JOBcaller-child`, 'created'));
+    expect(created).toBeGreaterThanOrEqual(Number(t) * 1000);
+    expect((await q.get('JOBcaller-child'))!.createdAt).toBe(created);
   });
 
   it('runs the parent once, after all its children complete across 3 consumers, with their results', async ({
