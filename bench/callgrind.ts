@@ -14,6 +14,8 @@
 //   consumer's timers, whose share of c100's figure moves with the machine's load)
 //   SCRIPTS=<dir>: wire runs the scripts of that directory (a baseline checkout's protocol/scripts)
 //   SCRIPTS_VIA=eval|functions: EVALSHA or FCALL (connect's `scripts`; default functions), every row
+//   NATIVE=1: wire and wire100 send complete+claim as EMQ.COMPLETE (module/complete.c, a prototype of
+//   complete.lua's plain case), the module loaded into the valgrind'd server with its timers off
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -32,6 +34,8 @@ const what = process.argv[2] ?? 'all';
 const N = Number(process.argv[3] ?? 2000);
 const libs = (process.argv[4] ?? 'both') === 'both' ? ['echomq', 'bullmq'] : [process.argv[4]!];
 const OUT = join(tmpdir(), `emq-callgrind-${process.pid}`);
+const native = process.env.NATIVE === '1';
+const MODULE = join(import.meta.dirname, '..', 'module', 'build', 'echomq.so');
 
 const freePort = () =>
   new Promise<number>((res) => {
@@ -65,6 +69,7 @@ async function main() {
       'no',
       '--hz',
       process.env.HZ ?? '1',
+      ...(native ? ['--loadmodule', MODULE, 'timers', 'off'] : []),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
@@ -166,6 +171,8 @@ async function main() {
     const run = async (name: string, argv: string[]) => {
       const sc = scripts.get(name)!;
       const keys = sc.keys.map((k) => p + k);
+      if (native && name === 'complete')
+        return (await r.call('EMQ.COMPLETE', keys.length, ...keys, ...argv)) as unknown[];
       if (viaEval) return (await r.evalsha(sc.sha, keys.length, ...keys, ...argv)) as unknown[];
       return (await r.call(
         'FCALL',
@@ -190,7 +197,7 @@ async function main() {
     for (let i = 0; i < N / batch; i++) await step();
     const ir = total();
     r.disconnect();
-    return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
+    return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${native ? 'EMQ.COMPLETE' : viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
   };
   const rows: string[] = [];
   try {

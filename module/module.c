@@ -2,6 +2,7 @@
  * EMQ.STALLED.CHECK, replying exactly as promote.lua and sweep_stalled.lua do, and timers that
  * release each queue's due jobs and recover its expired leases (timers.c, EMQ.TIMERS). Load it with
  * `redis-server --loadmodule module/build/echomq.so [timers off]` (or MODULE LOAD). */
+#include "complete.h"
 #include "promote.h"
 #include "redis_api.h"
 #include "sweep_stalled.h"
@@ -42,6 +43,9 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
   if (RedisModule_CreateCommand(ctx, "emq.promote", emq_promote, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.stalled.check", emq_stalled_check, FLAGS, 2, 2, 1) != REDISMODULE_OK)
+    return REDISMODULE_ERR;
+  /* A prototype (branch nativeproto): complete.lua's plain case, measured, not in SPEC 26. */
+  if (RedisModule_CreateCommand(ctx, "emq.complete", emq_complete, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
   return emq_timers_load(ctx, argv, argc);
 }

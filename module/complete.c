@@ -1,0 +1,484 @@
+/* EMQ.COMPLETE: a prototype, measured on branch nativeproto and not shipped (not in SPEC 26, no
+ * runtime sends it). protocol/scripts/complete.lua as a command for the plain case only: the
+ * complete-and-claim-next path of a no-op consumer on a queue without lanes, a queue-wide cap,
+ * rate limits, holds, pause, flows, dedupe, per-job retention or execution timeouts. Same KEYS,
+ * ARGV and reply as the script, the same writes in the same order, the same events; retention
+ * (keep_completed, keep_completed_ms, completed_floor, the ids' window), the stats counter, the
+ * drained event and next_due_ms included.
+ *
+ *   EMQ.COMPLETE 7 active completed events wake meta ring pending prefix lease_ms claim_n
+ *     id token result ... [consumer]
+ *
+ * Anything outside the plain case is refused with `EMQNATIVE not plain: <what>` and nothing
+ * written: the read pass (rows, meta, the claimable heads of pending) decides before any write,
+ * so a caller can fall back to the script. */
+#include "complete.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "host.h"
+
+static const char *const KEYS[] = {"active", "completed", "events", "wake", "meta", "ring", "pending"};
+enum { ACTIVE, COMPLETED, EVENTS, WAKE, META, RING, PENDING, NKEYS };
+
+/* complete.lua's one meta read: its own fields, then claim's (lib/claim.lua CLAIM_META). */
+static const char *const META_FIELDS[] = {"events_max", "keep_completed", "keep_completed_ms", "keep_ids_ms",
+                                          "completed_floor", "paused", "rate_max", "rate_ms",
+                                          "concurrency", "running", "held_until", "version", NULL};
+enum { M_EMAX, M_KEEP, M_KEEP_MS, M_IDS_MS, M_FLOOR, M_PAUSED, M_RATE_MAX, M_RATE_MS, M_CAP, M_RUNNING, M_HELD,
+       M_VERSION, M_N };
+
+/* The completed row's read, as the script's HMGET. */
+static const char *const DONE_ROW[] = {"state", "token", "group", "dedupe", "parent", "retain_completed", "slot", NULL};
+enum { D_STATE, D_TOKEN, D_GROUP, D_DEDUPE, D_PARENT, D_RETAIN, D_SLOT, D_N };
+
+/* The claimed row's read, as claim's take(). */
+static const char *const TAKE_ROW[] = {"state", "payload", "name", "max", "backoff", "attempts", "token", "timeout", NULL};
+enum { T_STATE, T_PAYLOAD, T_NAME, T_MAX, T_BACKOFF, T_ATTEMPTS, T_TOKEN, T_TIMEOUT, T_N };
+
+enum { ST_REPEAT, ST_LEASE, ST_DONE }; /* 'OK' again, 'EMQLEASE', completed by this call */
+
+#define EMQINPUT_COMPLETE                                                                                        \
+  "EMQINPUT complete takes prefix lease_ms claim_n (whole numbers >= 1 and >= 0), then id token result triples" \
+  ", then an optional consumer"
+
+static int argv_ok(Sweep *s) {
+  long long lease, n;
+  if (s->argc >= 3 && (s->argc - 3) % 3 != 2 && parse_whole(str_of(s->argv[1]), 1, &lease) &&
+      parse_whole(str_of(s->argv[2]), 0, &n))
+    return 1;
+  return refuse(s, EMQINPUT_COMPLETE);
+}
+
+static int not_plain(Sweep *s, const char *what) {
+  char msg[256];
+  snprintf(msg, sizeof(msg), "EMQNATIVE not plain: %s", what);
+  return refuse(s, msg);
+}
+
+/* The script's TIME, read once: µs for tokens, ms for everything else. */
+static long long clock_now_us(void) {
+  if (RedisModule_CachedMicroseconds) return RedisModule_CachedMicroseconds();
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  return (long long)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+static RedisModuleString *text_of(Sweep *s, long long v) {
+  char buf[32];
+  int n = snprintf(buf, sizeof(buf), "%lld", v);
+  return RedisModule_CreateString(s->ctx, buf, (size_t)n);
+}
+
+static int same(RedisModuleString *a, RedisModuleString *b) {
+  if (!a || !b) return 0;
+  Str x = str_of(a), y = str_of(b);
+  return x.n == y.n && memcmp(x.p, y.p, x.n) == 0;
+}
+
+/* tonumber(v) of a meta field: 1 and its value, 0 when absent or no number. */
+static int meta_number(RedisModuleString *v, double *out) { return v && lua_number(str_of(v), out); }
+
+/* ids joined by spaces (lib/bulk.lua emit_batch's table.concat). */
+static RedisModuleString *joined(Sweep *s, RedisModuleString **v, size_t n) {
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) len += str_of(v[i]).n + 1;
+  char *buf = RedisModule_Alloc(len + 1);
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    Str t = str_of(v[i]);
+    if (i) buf[at++] = ' ';
+    memcpy(buf + at, t.p, t.n);
+    at += t.n;
+  }
+  RedisModuleString *out = RedisModule_CreateString(s->ctx, buf, at);
+  RedisModule_Free(buf);
+  return out;
+}
+
+/* One events entry, fields after `event`: XADD events MAXLEN ~ emax * <fields...>. */
+static void xadd(Sweep *s, RedisModuleString **fields, size_t n) {
+  RedisModuleString *argv[16];
+  size_t k = 0;
+  argv[k++] = RedisModule_CreateString(s->ctx, "MAXLEN", 6);
+  argv[k++] = RedisModule_CreateString(s->ctx, "~", 1);
+  argv[k++] = RedisModule_CreateString(s->ctx, s->emax.p, s->emax.n);
+  argv[k++] = RedisModule_CreateString(s->ctx, "*", 1);
+  for (size_t i = 0; i < n && k < 16; i++) argv[k++] = fields[i];
+  RedisModuleCallReply *r = WRITE(s, "XADD", "sv", s->key[EVENTS], argv, k);
+  if (r) RedisModule_FreeCallReply(r);
+}
+
+static RedisModuleString *cs(Sweep *s, const char *c) { return RedisModule_CreateString(s->ctx, c, strlen(c)); }
+
+static Str reply_str(RedisModuleCallReply *list, size_t i) { return member_at(list, i); }
+
+static RedisModuleString *reply_string(Sweep *s, RedisModuleCallReply *list, size_t i) {
+  Str t = reply_str(list, i);
+  return RedisModule_CreateString(s->ctx, t.p, t.n);
+}
+
+/* ── retention (lib/retention.lua trim_floored, for the queue's bounds) ─────────────────────── */
+
+typedef struct {
+  long long keep, age, window;
+  RedisModuleString *floor; /* meta completed_floor as read (NULL: none) */
+  int has_floor;            /* tonumber(floor) is a number */
+  double floor_n;
+} Retention;
+
+/* Lua's math.floor(keep / 10), at most 100. */
+static long long trim_slack(long long keep) {
+  long long t = keep >= 0 ? keep / 10 : -((-keep + 9) / 10);
+  return t < 100 ? t : 100;
+}
+
+/* lib/idempotency.lua remember: `pairs` (score, id, ...) of the rows deleted. */
+static void remember(Sweep *s, RedisModuleString **pairs, size_t n, long long window) {
+  if (window <= 0 || n == 0 || s->failure) return;
+  RedisModuleString *key = key3(s, cstr("ids:ended"), cstr(""), cstr(""));
+  RedisModuleCallReply *r = WRITE(s, "ZADD", "sv", key, pairs, n);
+  if (!r) return;
+  char bound[32];
+  snprintf(bound, sizeof(bound), "(%lld", s->now - window);
+  r = WRITE(s, "ZREMRANGEBYSCORE", "scc", key, "-inf", bound);
+  if (!r) return;
+  r = WRITE(s, "PEXPIRE", "sl", key, window);
+}
+
+/* True when the call looked at the set's oldest members (popped or probed). */
+static int trim(Sweep *s, RedisModuleString *set, const Retention *R) {
+  long long excess = (long long)key_length(s, set) - R->keep;
+  int popped = excess > trim_slack(R->keep);
+  RedisModuleCallReply *old;
+  if (popped) {
+    old = WRITE(s, "ZPOPMIN", "sl", set, excess < 1000 ? excess : 1000LL);
+  } else if (R->age >= 0 && !(R->has_floor && R->floor_n > (double)(s->now - R->age) && R->floor_n <= (double)s->now)) {
+    old = checked(s, RedisModule_Call(s->ctx, "ZRANGEBYSCORE", "sclccll", set, "-inf", s->now - R->age, "WITHSCORES",
+                                      "LIMIT", 0LL, 100LL));
+  } else {
+    return 0;
+  }
+  if (!old) return 1;
+  size_t n = RedisModule_CallReplyLength(old) / 2;
+  if (n == 0) return 1;
+  static const char *const SIDE[] = {"", ":results", ":logs", ":failures", ":deps", ":processed"};
+  RedisModuleString **rows = RedisModule_Alloc(sizeof(*rows) * 6 * n);
+  RedisModuleString **ids = RedisModule_Alloc(sizeof(*ids) * n);
+  RedisModuleString **ended = RedisModule_Alloc(sizeof(*ended) * 2 * n);
+  for (size_t i = 0; i < n; i++) {
+    Str id = reply_str(old, 2 * i);
+    for (int k = 0; k < 6; k++) rows[6 * i + k] = key3(s, cstr("job:"), id, cstr(SIDE[k]));
+    ids[i] = RedisModule_CreateString(s->ctx, id.p, id.n);
+    ended[2 * i] = reply_string(s, old, 2 * i + 1);
+    ended[2 * i + 1] = ids[i];
+  }
+  RedisModuleCallReply *r = WRITE(s, "DEL", "v", rows, 6 * n);
+  if (r && !popped) r = WRITE(s, "ZREM", "sv", set, ids, n);
+  if (r) remember(s, ended, 2 * n, R->window);
+  RedisModule_Free(rows);
+  RedisModule_Free(ids);
+  RedisModule_Free(ended);
+  return 1;
+}
+
+static void trim_floored(Sweep *s, RedisModuleString *set, const Retention *R) {
+  if (!trim(s, set, R) || s->failure) return;
+  RedisModuleCallReply *head = RedisModule_Call(s->ctx, "ZRANGE", "sccc", set, "0", "0", "WITHSCORES");
+  if (head && RedisModule_CallReplyType(head) == REDISMODULE_REPLY_ARRAY && RedisModule_CallReplyLength(head) >= 2) {
+    RedisModuleString *score = reply_string(s, head, 1);
+    if (!same(score, R->floor)) WRITE(s, "HSET", "scs", s->key[META], "completed_floor", score);
+  } else if (R->floor) {
+    WRITE(s, "HDEL", "sc", s->key[META], "completed_floor");
+  }
+}
+
+/* The call's arrays, freed together on every way out (AutoMemory frees the strings and replies). */
+typedef struct {
+  void *p[16];
+  int n;
+} Pool;
+
+static void *pool_alloc(Pool *pool, size_t bytes) {
+  void *p = RedisModule_Alloc(bytes ? bytes : 1);
+  if (pool->n < 16) pool->p[pool->n++] = p;
+  return p;
+}
+
+static int pool_free(Pool *pool) {
+  for (int i = 0; i < pool->n; i++) RedisModule_Free(pool->p[i]);
+  pool->n = 0;
+  return REDISMODULE_OK;
+}
+
+/* ── the command ────────────────────────────────────────────────────────────────────────────── */
+
+static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pool *pool);
+
+int emq_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  if (RedisModule_IsKeysPositionRequest(ctx)) {
+    sweep_key_positions(ctx, argv, argc);
+    return REDISMODULE_OK;
+  }
+  RedisModule_AutoMemory(ctx);
+  Pool pool = {{0}, 0};
+  complete(ctx, argv, argc, &pool);
+  return pool_free(&pool);
+}
+
+static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pool *pool) {
+  Sweep sweep, *s = &sweep;
+  if (!sweep_shape(s, ctx, "EMQ.COMPLETE", argv, argc, KEYS, NKEYS, NKEYS, argv_ok)) return REDISMODULE_OK;
+  long long lease = 0, asked = 0;
+  parse_whole(str_of(s->argv[1]), 1, &lease);
+  parse_whole(str_of(s->argv[2]), 0, &asked);
+  int tail = (s->argc - 3) % 3;
+  size_t triples = (size_t)(s->argc - 3 - tail) / 3;
+  RedisModuleString *consumer = tail == 1 && str_of(s->argv[s->argc - 1]).n > 0 ? s->argv[s->argc - 1] : NULL;
+
+  /* ── read pass: the clock, every key's type, meta, the rows, the heads of pending ── */
+  long long now_us = clock_now_us();
+  s->now = now_us / 1000;
+  RedisModuleString *limited = key3(s, cstr("lanes:limited"), cstr(""), cstr(""));
+  RedisModuleString *running = key3(s, cstr("lanes:running"), cstr(""), cstr(""));
+  RedisModuleString *schedule = key3(s, cstr("schedule"), cstr(""), cstr(""));
+  RedisModuleString *ids_ended = key3(s, cstr("ids:ended"), cstr(""), cstr(""));
+  char minute[32];
+  snprintf(minute, sizeof(minute), "%lld", s->now / 60000);
+  RedisModuleString *stats = key3(s, cstr("stats:"), cstr(minute), cstr(""));
+  if (!expect_type(s, s->key[META], REDISMODULE_KEYTYPE_HASH) ||
+      !expect_type(s, s->key[ACTIVE], REDISMODULE_KEYTYPE_ZSET) ||
+      !expect_type(s, s->key[COMPLETED], REDISMODULE_KEYTYPE_ZSET) ||
+      !expect_type(s, s->key[EVENTS], REDISMODULE_KEYTYPE_STREAM) ||
+      !expect_type(s, s->key[WAKE], REDISMODULE_KEYTYPE_STREAM) ||
+      !expect_type(s, s->key[PENDING], REDISMODULE_KEYTYPE_ZSET) ||
+      !expect_type(s, schedule, REDISMODULE_KEYTYPE_ZSET) || !expect_type(s, stats, REDISMODULE_KEYTYPE_HASH) ||
+      !expect_type(s, ids_ended, REDISMODULE_KEYTYPE_ZSET))
+    return REDISMODULE_OK;
+  if (key_type(s, s->key[RING]) != REDISMODULE_KEYTYPE_EMPTY || key_type(s, limited) != REDISMODULE_KEYTYPE_EMPTY ||
+      key_type(s, running) != REDISMODULE_KEYTYPE_EMPTY)
+    return not_plain(s, "lanes"), REDISMODULE_OK;
+
+  RedisModuleString *m[M_N];
+  hash_fields(s, s->key[META], META_FIELDS, m);
+  s->emax = m[M_EMAX] ? str_of(m[M_EMAX]) : cstr("10000");
+  long long emax;
+  if (!redis_integer(s->emax, &emax) || emax < 0) return not_plain(s, "meta events_max"), REDISMODULE_OK;
+  Retention R = {1000, 86400000, 86400000, m[M_FLOOR], 0, 0};
+  if (m[M_KEEP] && !parse_whole(str_of(m[M_KEEP]), 0, &R.keep)) return not_plain(s, "meta keep_completed"), REDISMODULE_OK;
+  if (m[M_KEEP_MS] && !parse_whole(str_of(m[M_KEEP_MS]), -9007199254740991LL, &R.age))
+    return not_plain(s, "meta keep_completed_ms"), REDISMODULE_OK;
+  if (m[M_IDS_MS] && !parse_whole(str_of(m[M_IDS_MS]), -9007199254740991LL, &R.window))
+    return not_plain(s, "meta keep_ids_ms"), REDISMODULE_OK;
+  R.has_floor = meta_number(m[M_FLOOR], &R.floor_n);
+  double d;
+  if (m[M_PAUSED] && str_eq(str_of(m[M_PAUSED]), "1")) return not_plain(s, "paused"), REDISMODULE_OK;
+  if (m[M_RATE_MAX] && !(meta_number(m[M_RATE_MAX], &d) && d == 0)) return not_plain(s, "rate limit"), REDISMODULE_OK;
+  if (meta_number(m[M_CAP], &d) && d > 0) return not_plain(s, "queue-wide concurrency"), REDISMODULE_OK;
+  if (meta_number(m[M_HELD], &d) && d > 0) return not_plain(s, "held_until"), REDISMODULE_OK;
+  const char *unset_max = meta_number(m[M_VERSION], &d) && d >= 2 ? "3" : "1";
+
+  /* The rows to complete. A job named twice sees the row the first naming left: completed,
+   * under the same token. */
+  RedisModuleString **done_jk = pool_alloc(pool, sizeof(*done_jk) * (triples + 1));
+  int *status = pool_alloc(pool, sizeof(*status) * (triples + 1));
+  RedisModuleString **gone = pool_alloc(pool, sizeof(*gone) * (triples + 1));
+  size_t done = 0;
+  int ok = 1;
+  for (size_t i = 0; i < triples && ok; i++) {
+    RedisModuleString *id = s->argv[3 + 3 * i], *token = s->argv[4 + 3 * i];
+    RedisModuleString *row[D_N];
+    int twice = -1;
+    for (size_t j = 0; j < i && twice < 0; j++)
+      if (status[j] == ST_DONE && same(s->argv[3 + 3 * j], id)) twice = (int)j;
+    if (twice >= 0) {
+      status[i] = same(s->argv[4 + 3 * twice], token) ? ST_REPEAT : ST_LEASE;
+      continue;
+    }
+    done_jk[i] = job_key(s, str_of(id));
+    if (!(ok = expect_type(s, done_jk[i], REDISMODULE_KEYTYPE_HASH))) break;
+    hash_fields(s, done_jk[i], DONE_ROW, row);
+    int state_completed = row[D_STATE] && str_eq(str_of(row[D_STATE]), "completed");
+    int state_active = row[D_STATE] && str_eq(str_of(row[D_STATE]), "active");
+    if (state_completed && same(row[D_TOKEN], token)) {
+      status[i] = ST_REPEAT;
+    } else if (!state_active || !same(row[D_TOKEN], token)) {
+      status[i] = ST_LEASE;
+    } else {
+      static const char *const WHAT[] = {"", "", "a lane (row group)", "a dedupe lock (row dedupe)",
+                                         "a flow parent (row parent)", "its own retention (row retain_completed)",
+                                         "a queue-wide slot (row slot)"};
+      for (int f = D_GROUP; f < D_N && ok; f++)
+        if (row[f]) ok = not_plain(s, WHAT[f]);
+      status[i] = ST_DONE;
+      gone[done++] = id;
+    }
+  }
+  if (!ok) return REDISMODULE_OK;
+
+  /* What claim will pop: the first `asked` members of pending (ZPOPMIN's order), each a pending
+   * row with sound numbers and no timeout, so the claim is the flat path's and nothing else. */
+  size_t plen = key_length(s, s->key[PENDING]);
+  size_t want = asked < (long long)plen ? (size_t)asked : plen;
+  RedisModuleString **take_id = pool_alloc(pool, sizeof(*take_id) * (want + 1));
+  RedisModuleString **take_jk = pool_alloc(pool, sizeof(*take_jk) * (want + 1));
+  RedisModuleString **take_row = pool_alloc(pool, sizeof(*take_row) * T_N * (want + 1));
+  size_t got = 0;
+  if (want > 0) {
+    RedisModuleKey *pk = RedisModule_OpenKey(ctx, s->key[PENDING], REDISMODULE_READ);
+    RedisModule_ZsetFirstInScoreRange(pk, -INFINITY, INFINITY, 0, 0);
+    while (got < want && !RedisModule_ZsetRangeEndReached(pk)) {
+      double score;
+      take_id[got++] = RedisModule_ZsetRangeCurrentElement(pk, &score);
+      RedisModule_ZsetRangeNext(pk);
+    }
+    RedisModule_ZsetRangeStop(pk);
+    RedisModule_CloseKey(pk);
+  }
+  for (size_t i = 0; i < got && ok; i++) {
+    RedisModuleString **row = take_row + T_N * i;
+    take_jk[i] = job_key(s, str_of(take_id[i]));
+    if (!(ok = expect_type(s, take_jk[i], REDISMODULE_KEYTYPE_HASH))) break;
+    hash_fields(s, take_jk[i], TAKE_ROW, row);
+    if (!row[T_STATE] || !str_eq(str_of(row[T_STATE]), "pending")) ok = not_plain(s, "a ghost or moved row in pending");
+    else if (!whole_text(row[T_ATTEMPTS]) || !whole_text(row[T_TOKEN]) || !whole_text(row[T_MAX]))
+      ok = not_plain(s, "a malformed row in pending (quarantine)");
+    else if (row[T_TIMEOUT]) ok = not_plain(s, "an execution timeout (row timeout)");
+  }
+  if (!ok) return REDISMODULE_OK;
+
+  /* ── write pass: complete.lua's calls, in its order ── */
+  RedisModuleString *now_s = text_of(s, s->now);
+  for (size_t i = 0; i < triples && !s->failure; i++) {
+    if (status[i] != ST_DONE) continue;
+    RedisModuleString *result = s->argv[5 + 3 * i];
+    if (str_of(result).n > 0)
+      WRITE(s, "HSET", "scccscs", done_jk[i], "state", "completed", "finished", now_s, "result", result);
+    else
+      WRITE(s, "HSET", "scccs", done_jk[i], "state", "completed", "finished", now_s);
+  }
+  if (done > 0 && !s->failure) {
+    WRITE(s, "ZREM", "sv", s->key[ACTIVE], gone, done);
+    RedisModuleString **finished = pool_alloc(pool, sizeof(*finished) * 2 * done);
+    for (size_t i = 0; i < done; i++) finished[2 * i] = now_s, finished[2 * i + 1] = gone[i];
+    WRITE(s, "ZADD", "sv", s->key[COMPLETED], finished, 2 * done);
+    RedisModuleString *ev[6] = {cs(s, "event"), cs(s, "completed"), cs(s, "id"), gone[0]};
+    size_t nev = 4;
+    if (done > 1) ev[nev++] = cs(s, "ids"), ev[nev++] = joined(s, gone, done);
+    if (!s->failure) xadd(s, ev, nev);
+    RedisModuleCallReply *r = WRITE(s, "HINCRBY", "scs", stats, "completed", text_of(s, (long long)done));
+    if (r && reply_int(r) == (long long)done) WRITE(s, "PEXPIRE", "sc", stats, "7200000");
+  }
+  if (!s->failure) trim_floored(s, s->key[COMPLETED], &R);
+
+  /* claim (lib/claim.lua), the flat path */
+  RedisModuleString **tries = pool_alloc(pool, sizeof(*tries) * (got + 1));
+  long long *tokens = pool_alloc(pool, sizeof(*tokens) * (got + 1));
+  long long *attempts = pool_alloc(pool, sizeof(*attempts) * (got + 1));
+  if (got > 0 && !s->failure) {
+    RedisModuleCallReply *popped = WRITE(s, "ZPOPMIN", "sl", s->key[PENDING], asked);
+    if (popped && RedisModule_CallReplyLength(popped) != 2 * got) s->failure = (RedisModuleCallReply *)-1;
+    RedisModuleString *now_us_s = NULL;
+    for (size_t i = 0; i < got && !s->failure; i++) {
+      RedisModuleString **row = take_row + T_N * i;
+      long long prev_attempts = 0, prev_token = 0;
+      if (row[T_ATTEMPTS]) parse_whole(str_of(row[T_ATTEMPTS]), -9007199254740991LL, &prev_attempts);
+      if (row[T_TOKEN]) parse_whole(str_of(row[T_TOKEN]), -9007199254740991LL, &prev_token);
+      attempts[i] = prev_attempts + 1;
+      tokens[i] = prev_token + 1 > now_us ? prev_token + 1 : now_us;
+      RedisModuleString *text;
+      if (tokens[i] == now_us) text = now_us_s ? now_us_s : (now_us_s = text_of(s, now_us));
+      else text = text_of(s, tokens[i]);
+      tries[i] = row[T_ATTEMPTS] ? text_of(s, attempts[i]) : cs(s, "1");
+      if (consumer)
+        WRITE(s, "HSET", "scccscscscs", take_jk[i], "state", "active", "started", now_s, "attempts", tries[i], "token",
+              text, "consumer", consumer);
+      else
+        WRITE(s, "HSET", "scccscscs", take_jk[i], "state", "active", "started", now_s, "attempts", tries[i], "token",
+              text);
+    }
+    /* active as a skiplist for a claim of several (lib/claim.lua's placeholder member) */
+    int widen = 0;
+    if (got > 1 && !s->failure) {
+      RedisModuleCallReply *enc = RedisModule_Call(ctx, "OBJECT", "cs", "ENCODING", s->key[ACTIVE]);
+      int type = enc ? RedisModule_CallReplyType(enc) : REDISMODULE_REPLY_ERROR;
+      if (type == REDISMODULE_REPLY_NULL) widen = 1;
+      else if (type == REDISMODULE_REPLY_STRING) {
+        Str e;
+        e.p = RedisModule_CallReplyStringPtr(enc, &e.n);
+        widen = str_eq(e, "listpack") || str_eq(e, "ziplist");
+      }
+    }
+    char wide[201];
+    memset(wide, '~', 200);
+    wide[200] = '\0';
+    if (widen && !s->failure) WRITE(s, "ZADD", "scc", s->key[ACTIVE], "0", wide);
+    RedisModuleString *deadline_s = text_of(s, s->now + lease);
+    RedisModuleString **leases = pool_alloc(pool, sizeof(*leases) * 2 * got);
+    for (size_t i = 0; i < got; i++) leases[2 * i] = deadline_s, leases[2 * i + 1] = take_id[i];
+    if (!s->failure) WRITE(s, "ZADD", "sv", s->key[ACTIVE], leases, 2 * got);
+    if (widen && !s->failure) WRITE(s, "ZREM", "sc", s->key[ACTIVE], wide);
+    RedisModuleString *ev[12] = {cs(s, "event"), cs(s, "active"), cs(s, "id"), take_id[0], cs(s, "attempt"), tries[0]};
+    size_t nev = 6;
+    if (got > 1) {
+      ev[nev++] = cs(s, "ids"), ev[nev++] = joined(s, take_id, got);
+      ev[nev++] = cs(s, "attempts"), ev[nev++] = joined(s, tries, got);
+    }
+    if (consumer) ev[nev++] = cs(s, "consumer"), ev[nev++] = consumer;
+    if (!s->failure) xadd(s, ev, nev);
+  }
+  Str wid = cstr("");
+  if ((long long)got < asked && !s->failure) {
+    RedisModuleCallReply *last = RedisModule_Call(ctx, "XREVRANGE", "scccc", s->key[WAKE], "+", "-", "COUNT", "1");
+    wid = cstr("0-0");
+    if (last && RedisModule_CallReplyType(last) == REDISMODULE_REPLY_ARRAY && RedisModule_CallReplyLength(last) > 0)
+      wid.p = RedisModule_CallReplyStringPtr(
+          RedisModule_CallReplyArrayElement(RedisModule_CallReplyArrayElement(last, 0), 0), &wid.n);
+  }
+  /* drained: the read pass saw no ring, limited or lanes:running, so only pending can hold work */
+  if (got > 0 && !s->failure && key_length(s, s->key[PENDING]) == 0) {
+    RedisModuleString *ev[4] = {cs(s, "event"), cs(s, "drained"), cs(s, "id"), cs(s, "")};
+    xadd(s, ev, 4);
+  }
+  if (s->failure) return reply_failure(s), REDISMODULE_OK;
+  long long head = -1;
+  RedisModuleKey *sk = RedisModule_OpenKey(ctx, schedule, REDISMODULE_READ);
+  if (RedisModule_KeyType(sk) == REDISMODULE_KEYTYPE_ZSET) {
+    RedisModule_ZsetFirstInScoreRange(sk, -INFINITY, INFINITY, 0, 0);
+    double score;
+    if (!RedisModule_ZsetRangeEndReached(sk) && RedisModule_ZsetRangeCurrentElement(sk, &score))
+      head = (long long)score; /* tonumber of the score, replied as an integer: truncated */
+    RedisModule_ZsetRangeStop(sk);
+  }
+  RedisModule_CloseKey(sk);
+
+  /* ── reply: {statuses, jobs, wake_id, wait_ms, now_ms, next_due_ms} ── */
+  RedisModule_ReplyWithArray(ctx, 6);
+  RedisModule_ReplyWithArray(ctx, (long)triples);
+  for (size_t i = 0; i < triples; i++)
+    if (status[i] == ST_LEASE) RedisModule_ReplyWithStringBuffer(ctx, "EMQLEASE", 8);
+    else RedisModule_ReplyWithStringBuffer(ctx, "OK", 2);
+  RedisModule_ReplyWithArray(ctx, (long)(7 * got));
+  for (size_t i = 0; i < got; i++) {
+    RedisModuleString **row = take_row + T_N * i;
+    RedisModule_ReplyWithString(ctx, take_id[i]);
+    RedisModule_ReplyWithLongLong(ctx, tokens[i]);
+    RedisModule_ReplyWithLongLong(ctx, attempts[i]);
+    if (row[T_MAX]) RedisModule_ReplyWithString(ctx, row[T_MAX]);
+    else RedisModule_ReplyWithStringBuffer(ctx, unset_max, 1);
+    if (row[T_PAYLOAD]) RedisModule_ReplyWithString(ctx, row[T_PAYLOAD]);
+    else RedisModule_ReplyWithNull(ctx);
+    if (row[T_NAME]) RedisModule_ReplyWithString(ctx, row[T_NAME]);
+    else RedisModule_ReplyWithStringBuffer(ctx, "", 0);
+    if (row[T_BACKOFF]) RedisModule_ReplyWithString(ctx, row[T_BACKOFF]);
+    else RedisModule_ReplyWithStringBuffer(ctx, "", 0);
+  }
+  RedisModule_ReplyWithStringBuffer(ctx, wid.p, wid.n);
+  RedisModule_ReplyWithLongLong(ctx, -1);
+  RedisModule_ReplyWithLongLong(ctx, s->now);
+  RedisModule_ReplyWithLongLong(ctx, head);
+  return REDISMODULE_OK;
+}
