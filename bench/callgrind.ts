@@ -34,7 +34,9 @@ const what = process.argv[2] ?? 'all';
 const N = Number(process.argv[3] ?? 2000);
 const libs = (process.argv[4] ?? 'both') === 'both' ? ['echomq', 'bullmq'] : [process.argv[4]!];
 const OUT = join(tmpdir(), `emq-callgrind-${process.pid}`);
-const native = process.env.NATIVE === '1';
+// NATIVE=keyapi: EMQ.COMPLETE.KEYAPI, the same with its writes through the module key API
+const native = process.env.NATIVE === '1' || process.env.NATIVE === 'keyapi';
+const nativeCommand = process.env.NATIVE === 'keyapi' ? 'EMQ.COMPLETE.KEYAPI' : 'EMQ.COMPLETE';
 const MODULE = join(import.meta.dirname, '..', 'module', 'build', 'echomq.so');
 
 const freePort = () =>
@@ -172,7 +174,7 @@ async function main() {
       const sc = scripts.get(name)!;
       const keys = sc.keys.map((k) => p + k);
       if (native && name === 'complete')
-        return (await r.call('EMQ.COMPLETE', keys.length, ...keys, ...argv)) as unknown[];
+        return (await r.call(nativeCommand, keys.length, ...keys, ...argv)) as unknown[];
       if (viaEval) return (await r.evalsha(sc.sha, keys.length, ...keys, ...argv)) as unknown[];
       return (await r.call(
         'FCALL',
@@ -197,7 +199,7 @@ async function main() {
     for (let i = 0; i < N / batch; i++) await step();
     const ir = total();
     r.disconnect();
-    return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${native ? 'EMQ.COMPLETE' : viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
+    return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${native ? nativeCommand : viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
   };
   const rows: string[] = [];
   try {

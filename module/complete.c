@@ -39,7 +39,10 @@ enum { D_STATE, D_TOKEN, D_GROUP, D_DEDUPE, D_PARENT, D_RETAIN, D_SLOT, D_N };
 static const char *const TAKE_ROW[] = {"state", "payload", "name", "max", "backoff", "attempts", "token", "timeout", NULL};
 enum { T_STATE, T_PAYLOAD, T_NAME, T_MAX, T_BACKOFF, T_ATTEMPTS, T_TOKEN, T_TIMEOUT, T_N };
 
-enum { ST_REPEAT, ST_LEASE, ST_DONE }; /* 'OK' again, 'EMQLEASE', completed by this call */
+enum { ST_REPEAT, ST_LEASE, ST_DONE };
+
+/* This call writes through the key API (EMQ.COMPLETE.KEYAPI; the server runs one command at a time). */
+static int direct; /* 'OK' again, 'EMQLEASE', completed by this call */
 
 #define EMQINPUT_COMPLETE                                                                                        \
   "EMQINPUT complete takes prefix lease_ms claim_n (whole numbers >= 1 and >= 0), then id token result triples" \
@@ -108,8 +111,28 @@ static void xadd(Sweep *s, RedisModuleString **fields, size_t n) {
   argv[k++] = RedisModule_CreateString(s->ctx, s->emax.p, s->emax.n);
   argv[k++] = RedisModule_CreateString(s->ctx, "*", 1);
   for (size_t i = 0; i < n && k < 16; i++) argv[k++] = fields[i];
-  RedisModuleCallReply *r = WRITE(s, "XADD", "sv", s->key[EVENTS], argv, k);
-  if (r) RedisModule_FreeCallReply(r);
+  if (!direct) {
+    RedisModuleCallReply *r = WRITE(s, "XADD", "sv", s->key[EVENTS], argv, k);
+    if (r) RedisModule_FreeCallReply(r);
+    return;
+  }
+  /* XADD's own order: append, then trim (~: whole nodes only, as XADD MAXLEN ~ does). */
+  RedisModuleKey *key = RedisModule_OpenKey(s->ctx, s->key[EVENTS], REDISMODULE_READ | REDISMODULE_WRITE);
+  RedisModuleStreamID id;
+  if (RedisModule_StreamAdd(key, REDISMODULE_STREAM_ADD_AUTOID, &id, fields, (int64_t)(n / 2)) != REDISMODULE_OK) {
+    RedisModule_CloseKey(key);
+    s->failure = (RedisModuleCallReply *)-1;
+    return;
+  }
+  long long cap = 0;
+  redis_integer(s->emax, &cap);
+  RedisModule_StreamTrimByLength(key, REDISMODULE_STREAM_TRIM_APPROX, cap);
+  RedisModule_CloseKey(key);
+  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_STREAM, "xadd", s->key[EVENTS]);
+  char idtext[48];
+  snprintf(idtext, sizeof(idtext), "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
+  argv[3] = RedisModule_CreateString(s->ctx, idtext, strlen(idtext));
+  RedisModule_Replicate(s->ctx, "XADD", "sv", s->key[EVENTS], argv, k);
 }
 
 static RedisModuleString *cs(Sweep *s, const char *c) { return RedisModule_CreateString(s->ctx, c, strlen(c)); }
@@ -119,6 +142,114 @@ static Str reply_str(RedisModuleCallReply *list, size_t i) { return member_at(li
 static RedisModuleString *reply_string(Sweep *s, RedisModuleCallReply *list, size_t i) {
   Str t = reply_str(list, i);
   return RedisModule_CreateString(s->ctx, t.p, t.n);
+}
+
+/* ── the write pass's calls: RedisModule_Call (EMQ.COMPLETE), or the low-level key API with the
+ * effects replicated and notified by hand (EMQ.COMPLETE.KEYAPI), to measure what the Call costs.
+ * Retention's trims (every ~100 jobs) and the encoding probe take RedisModule_Call in both. ── */
+
+static RedisModuleKey *open_write(Sweep *s, RedisModuleString *key) {
+  return RedisModule_OpenKey(s->ctx, key, REDISMODULE_READ | REDISMODULE_WRITE);
+}
+
+/* HSET key f1 v1 ... (up to 5 pairs). */
+static void w_hset(Sweep *s, RedisModuleString *key, int n, const char *const *f, RedisModuleString **v) {
+  if (s->failure) return;
+  RedisModuleString *argv[10];
+  for (int i = 0; i < n; i++) argv[2 * i] = cs(s, f[i]), argv[2 * i + 1] = v[i];
+  if (!direct) {
+    WRITE(s, "HSET", "sv", key, argv, (size_t)(2 * n));
+    return;
+  }
+  const char *g[5] = {0};
+  RedisModuleString *w[5] = {0};
+  for (int i = 0; i < n; i++) g[i] = f[i], w[i] = v[i];
+  RedisModuleKey *k = open_write(s, key);
+  RedisModule_HashSet(k, REDISMODULE_HASH_CFIELDS, g[0], w[0], g[1], w[1], g[2], w[2], g[3], w[3], g[4], w[4], NULL);
+  RedisModule_CloseKey(k);
+  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_HASH, "hset", key);
+  RedisModule_Replicate(s->ctx, "HSET", "sv", key, argv, (size_t)(2 * n));
+}
+
+/* ZADD key score m1 score m2 ...: every member at one score (its text as given). */
+static void w_zadd(Sweep *s, RedisModuleString *key, long long score, RedisModuleString *score_s,
+                   RedisModuleString **members, size_t n) {
+  if (s->failure || n == 0) return;
+  RedisModuleString **pairs = RedisModule_Alloc(sizeof(*pairs) * 2 * n);
+  for (size_t i = 0; i < n; i++) pairs[2 * i] = score_s, pairs[2 * i + 1] = members[i];
+  if (!direct) {
+    WRITE(s, "ZADD", "sv", key, pairs, 2 * n);
+  } else {
+    RedisModuleKey *k = open_write(s, key);
+    for (size_t i = 0; i < n; i++) RedisModule_ZsetAdd(k, (double)score, members[i], NULL);
+    RedisModule_CloseKey(k);
+    RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_ZSET, "zadd", key);
+    RedisModule_Replicate(s->ctx, "ZADD", "sv", key, pairs, 2 * n);
+  }
+  RedisModule_Free(pairs);
+}
+
+/* ZREM key m1 m2 ... (`op`: the command it stands for, ZREM, or ZPOPMIN of exactly these). */
+static void w_zrem(Sweep *s, RedisModuleString *key, RedisModuleString **members, size_t n) {
+  if (s->failure || n == 0) return;
+  if (!direct) {
+    WRITE(s, "ZREM", "sv", key, members, n);
+    return;
+  }
+  RedisModuleKey *k = open_write(s, key);
+  for (size_t i = 0; i < n; i++) RedisModule_ZsetRem(k, members[i], NULL);
+  RedisModule_CloseKey(k);
+  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_ZSET, "zrem", key);
+  RedisModule_Replicate(s->ctx, "ZREM", "sv", key, members, n);
+}
+
+/* ZPOPMIN key count, whose members the read pass found (the first `n` of the set). */
+static void w_popmin(Sweep *s, RedisModuleString *key, long long count, RedisModuleString **members, size_t n) {
+  if (s->failure) return;
+  if (!direct) {
+    RedisModuleCallReply *popped = WRITE(s, "ZPOPMIN", "sl", key, count);
+    if (popped && RedisModule_CallReplyLength(popped) != 2 * n) s->failure = (RedisModuleCallReply *)-1;
+    return;
+  }
+  RedisModuleKey *k = open_write(s, key);
+  for (size_t i = 0; i < n; i++) RedisModule_ZsetRem(k, members[i], NULL);
+  RedisModule_CloseKey(k);
+  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_ZSET, "zpopmin", key);
+  RedisModule_Replicate(s->ctx, "ZPOPMIN", "sl", key, count);
+}
+
+/* HINCRBY key field by; the new value. */
+static long long w_hincrby(Sweep *s, RedisModuleString *key, const char *field, long long by) {
+  if (s->failure) return 0;
+  if (!direct) return reply_int(WRITE(s, "HINCRBY", "scl", key, field, by));
+  RedisModuleKey *k = open_write(s, key);
+  RedisModuleString *old = NULL;
+  long long v = 0;
+  RedisModule_HashGet(k, REDISMODULE_HASH_CFIELDS, field, &old, NULL);
+  if (old && !redis_integer(str_of(old), &v)) {
+    RedisModule_CloseKey(k);
+    s->failure = (RedisModuleCallReply *)-1;
+    return 0;
+  }
+  v += by;
+  RedisModule_HashSet(k, REDISMODULE_HASH_CFIELDS, field, text_of(s, v), NULL);
+  RedisModule_CloseKey(k);
+  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_HASH, "hincrby", key);
+  RedisModule_Replicate(s->ctx, "HINCRBY", "scl", key, field, by);
+  return v;
+}
+
+static void w_pexpire(Sweep *s, RedisModuleString *key, long long ms) {
+  if (s->failure) return;
+  if (!direct) {
+    WRITE(s, "PEXPIRE", "sl", key, ms);
+    return;
+  }
+  RedisModuleKey *k = open_write(s, key);
+  RedisModule_SetExpire(k, ms);
+  RedisModule_CloseKey(k);
+  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_GENERIC, "expire", key);
+  RedisModule_Replicate(s->ctx, "PEXPIRE", "sl", key, ms);
 }
 
 /* ── retention (lib/retention.lua trim_floored, for the queue's bounds) ─────────────────────── */
@@ -218,16 +349,23 @@ static int pool_free(Pool *pool) {
 
 static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pool *pool);
 
-int emq_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int keyapi) {
   if (RedisModule_IsKeysPositionRequest(ctx)) {
     sweep_key_positions(ctx, argv, argc);
     return REDISMODULE_OK;
   }
+  if (keyapi && (!RedisModule_StreamAdd || !RedisModule_StreamTrimByLength))
+    return RedisModule_ReplyWithError(ctx, "ERR EMQ.COMPLETE.KEYAPI needs the module stream API (Redis 6.2+)");
   RedisModule_AutoMemory(ctx);
+  direct = keyapi;
   Pool pool = {{0}, 0};
   complete(ctx, argv, argc, &pool);
   return pool_free(&pool);
 }
+
+int emq_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) { return run(ctx, argv, argc, 0); }
+
+int emq_complete_keyapi(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) { return run(ctx, argv, argc, 1); }
 
 static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pool *pool) {
   Sweep sweep, *s = &sweep;
@@ -351,26 +489,21 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
   if (!ok) return REDISMODULE_OK;
 
   /* ── write pass: complete.lua's calls, in its order ── */
-  RedisModuleString *now_s = text_of(s, s->now);
+  RedisModuleString *now_s = text_of(s, s->now), *completed_s = cs(s, "completed"), *active_s = cs(s, "active");
   for (size_t i = 0; i < triples && !s->failure; i++) {
     if (status[i] != ST_DONE) continue;
-    RedisModuleString *result = s->argv[5 + 3 * i];
-    if (str_of(result).n > 0)
-      WRITE(s, "HSET", "scccscs", done_jk[i], "state", "completed", "finished", now_s, "result", result);
-    else
-      WRITE(s, "HSET", "scccs", done_jk[i], "state", "completed", "finished", now_s);
+    static const char *const FIELDS[] = {"state", "finished", "result"};
+    RedisModuleString *v[3] = {completed_s, now_s, s->argv[5 + 3 * i]};
+    w_hset(s, done_jk[i], str_of(v[2]).n > 0 ? 3 : 2, FIELDS, v);
   }
   if (done > 0 && !s->failure) {
-    WRITE(s, "ZREM", "sv", s->key[ACTIVE], gone, done);
-    RedisModuleString **finished = pool_alloc(pool, sizeof(*finished) * 2 * done);
-    for (size_t i = 0; i < done; i++) finished[2 * i] = now_s, finished[2 * i + 1] = gone[i];
-    WRITE(s, "ZADD", "sv", s->key[COMPLETED], finished, 2 * done);
-    RedisModuleString *ev[6] = {cs(s, "event"), cs(s, "completed"), cs(s, "id"), gone[0]};
+    w_zrem(s, s->key[ACTIVE], gone, done);
+    w_zadd(s, s->key[COMPLETED], s->now, now_s, gone, done);
+    RedisModuleString *ev[6] = {cs(s, "event"), completed_s, cs(s, "id"), gone[0]};
     size_t nev = 4;
     if (done > 1) ev[nev++] = cs(s, "ids"), ev[nev++] = joined(s, gone, done);
     if (!s->failure) xadd(s, ev, nev);
-    RedisModuleCallReply *r = WRITE(s, "HINCRBY", "scs", stats, "completed", text_of(s, (long long)done));
-    if (r && reply_int(r) == (long long)done) WRITE(s, "PEXPIRE", "sc", stats, "7200000");
+    if (w_hincrby(s, stats, "completed", (long long)done) == (long long)done) w_pexpire(s, stats, 7200000);
   }
   if (!s->failure) trim_floored(s, s->key[COMPLETED], &R);
 
@@ -379,8 +512,7 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
   long long *tokens = pool_alloc(pool, sizeof(*tokens) * (got + 1));
   long long *attempts = pool_alloc(pool, sizeof(*attempts) * (got + 1));
   if (got > 0 && !s->failure) {
-    RedisModuleCallReply *popped = WRITE(s, "ZPOPMIN", "sl", s->key[PENDING], asked);
-    if (popped && RedisModule_CallReplyLength(popped) != 2 * got) s->failure = (RedisModuleCallReply *)-1;
+    w_popmin(s, s->key[PENDING], asked, take_id, got);
     RedisModuleString *now_us_s = NULL;
     for (size_t i = 0; i < got && !s->failure; i++) {
       RedisModuleString **row = take_row + T_N * i;
@@ -393,12 +525,9 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
       if (tokens[i] == now_us) text = now_us_s ? now_us_s : (now_us_s = text_of(s, now_us));
       else text = text_of(s, tokens[i]);
       tries[i] = row[T_ATTEMPTS] ? text_of(s, attempts[i]) : cs(s, "1");
-      if (consumer)
-        WRITE(s, "HSET", "scccscscscs", take_jk[i], "state", "active", "started", now_s, "attempts", tries[i], "token",
-              text, "consumer", consumer);
-      else
-        WRITE(s, "HSET", "scccscscs", take_jk[i], "state", "active", "started", now_s, "attempts", tries[i], "token",
-              text);
+      static const char *const FIELDS[] = {"state", "started", "attempts", "token", "consumer"};
+      RedisModuleString *v[5] = {active_s, now_s, tries[i], text, consumer};
+      w_hset(s, take_jk[i], consumer ? 5 : 4, FIELDS, v);
     }
     /* active as a skiplist for a claim of several (lib/claim.lua's placeholder member) */
     int widen = 0;
@@ -412,16 +541,13 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
         widen = str_eq(e, "listpack") || str_eq(e, "ziplist");
       }
     }
-    char wide[201];
-    memset(wide, '~', 200);
-    wide[200] = '\0';
-    if (widen && !s->failure) WRITE(s, "ZADD", "scc", s->key[ACTIVE], "0", wide);
-    RedisModuleString *deadline_s = text_of(s, s->now + lease);
-    RedisModuleString **leases = pool_alloc(pool, sizeof(*leases) * 2 * got);
-    for (size_t i = 0; i < got; i++) leases[2 * i] = deadline_s, leases[2 * i + 1] = take_id[i];
-    if (!s->failure) WRITE(s, "ZADD", "sv", s->key[ACTIVE], leases, 2 * got);
-    if (widen && !s->failure) WRITE(s, "ZREM", "sc", s->key[ACTIVE], wide);
-    RedisModuleString *ev[12] = {cs(s, "event"), cs(s, "active"), cs(s, "id"), take_id[0], cs(s, "attempt"), tries[0]};
+    char wide_text[200];
+    memset(wide_text, '~', sizeof(wide_text));
+    RedisModuleString *wide = widen ? RedisModule_CreateString(ctx, wide_text, sizeof(wide_text)) : NULL;
+    if (wide) w_zadd(s, s->key[ACTIVE], 0, cs(s, "0"), &wide, 1);
+    w_zadd(s, s->key[ACTIVE], s->now + lease, text_of(s, s->now + lease), take_id, got);
+    if (wide) w_zrem(s, s->key[ACTIVE], &wide, 1);
+    RedisModuleString *ev[12] = {cs(s, "event"), active_s, cs(s, "id"), take_id[0], cs(s, "attempt"), tries[0]};
     size_t nev = 6;
     if (got > 1) {
       ev[nev++] = cs(s, "ids"), ev[nev++] = joined(s, take_id, got);

@@ -45,7 +45,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
   if (RedisModule_CreateCommand(ctx, "emq.stalled.check", emq_stalled_check, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
   /* A prototype (branch nativeproto): complete.lua's plain case, measured, not in SPEC 26. */
-  if (RedisModule_CreateCommand(ctx, "emq.complete", emq_complete, FLAGS, 2, 2, 1) != REDISMODULE_OK)
+  if (RedisModule_CreateCommand(ctx, "emq.complete", emq_complete, FLAGS, 2, 2, 1) != REDISMODULE_OK ||
+      RedisModule_CreateCommand(ctx, "emq.complete.keyapi", emq_complete_keyapi, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
   return emq_timers_load(ctx, argv, argc);
 }

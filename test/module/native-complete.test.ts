@@ -51,13 +51,19 @@ async function snapshot(client: Redis, prefix: string): Promise<Record<string, u
   return out;
 }
 
-const native: CallRunner = async (client, _s, keys, argv) => {
-  try {
-    return { reply: await client.call('EMQ.COMPLETE', keys.length, ...keys, ...argv) };
-  } catch (err) {
-    return { error: err as Error };
-  }
-};
+/** EMQ.COMPLETE writes through RedisModule_Call; EMQ.COMPLETE.KEYAPI through the key API. */
+const COMMANDS = ['EMQ.COMPLETE', 'EMQ.COMPLETE.KEYAPI'] as const;
+type Command = (typeof COMMANDS)[number];
+
+const nativeRunner =
+  (command: Command): CallRunner =>
+  async (client, _s, keys, argv) => {
+    try {
+      return { reply: await client.call(command, keys.length, ...keys, ...argv) };
+    } catch (err) {
+      return { error: err as Error };
+    }
+  };
 
 describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua for the plain case', () => {
   let script: RedisServer;
@@ -79,41 +85,42 @@ describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua
     await module?.stop();
   });
 
-  describe("complete.json's cases: a plain one as the script, any other refused with nothing written", () => {
-    for (const c of complete.cases) {
-      it(c.name, async () => {
-        let refused: string | undefined;
-        let unchanged = true;
-        const runner: CallRunner = async (client, s, keys, argv) => {
-          const before = await keyState(client, `emq:{${c.queue}}:`, { withTtl: true });
-          const outcome = await native(client, s, keys, argv);
-          if ('error' in outcome && outcome.error.message.startsWith('EMQNATIVE')) {
-            refused = outcome.error.message;
-            unchanged =
-              JSON.stringify(await keyState(client, `emq:{${c.queue}}:`, { withTtl: true })) ===
-              JSON.stringify(before);
+  for (const command of COMMANDS)
+    describe(`${command}: complete.json's cases, a plain one as the script, any other refused with nothing written`, () => {
+      for (const c of complete.cases) {
+        it(c.name, async () => {
+          let refused: string | undefined;
+          let unchanged = true;
+          const runner: CallRunner = async (client, s, keys, argv) => {
+            const before = await keyState(client, `emq:{${c.queue}}:`, { withTtl: true });
+            const outcome = await nativeRunner(command)(client, s, keys, argv);
+            if ('error' in outcome && outcome.error.message.startsWith('EMQNATIVE')) {
+              refused = outcome.error.message;
+              unchanged =
+                JSON.stringify(await keyState(client, `emq:{${c.queue}}:`, { withTtl: true })) ===
+                JSON.stringify(before);
+            }
+            return outcome;
+          };
+          const problems = await replay(b, c, runner);
+          if (process.env.NP_DEBUG)
+            console.log(c.name.slice(0, 60), '=>', refused ?? 'answered', problems.length);
+          if (NOT_PLAIN.test(c.name)) {
+            expect(refused, 'a case outside the plain case is refused').toMatch(/^EMQNATIVE not plain: /);
+            expect(unchanged, 'the refusal wrote nothing').toBe(true);
+          } else {
+            expect(refused).toBeUndefined();
+            expect(problems).toEqual([]);
           }
-          return outcome;
-        };
-        const problems = await replay(b, c, runner);
-        if (process.env.NP_DEBUG)
-          console.log(c.name.slice(0, 60), '=>', refused ?? 'answered', problems.length);
-        if (NOT_PLAIN.test(c.name)) {
-          expect(refused, 'a case outside the plain case is refused').toMatch(/^EMQNATIVE not plain: /);
-          expect(unchanged, 'the refusal wrote nothing').toBe(true);
-        } else {
-          expect(refused).toBeUndefined();
-          expect(problems).toEqual([]);
-        }
-      });
-    }
-  });
+        });
+      }
+    });
 
   /** bench/callgrind.ts's wire loop on one server: the replies of every step, then the keyspace. */
   async function wire(
     client: Redis,
     server: RedisServer,
-    via: 'script' | 'native',
+    via: 'script' | Command,
     batch: number,
     steps: number,
   ) {
@@ -146,7 +153,9 @@ describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua
     for (let i = 0; i < steps + 1; i++) {
       const argv = [p, '30000', String(batch), ...triples, 'wire'];
       const outcome =
-        via === 'script' ? await runFunction(client, s, keys, argv) : await native(client, s, keys, argv);
+        via === 'script'
+          ? await runFunction(client, s, keys, argv)
+          : await nativeRunner(via)(client, s, keys, argv);
       if ('error' in outcome) throw outcome.error;
       replies.push(blankAll(outcome.reply));
       triples = held((outcome.reply as unknown[][])[1]!);
@@ -154,21 +163,24 @@ describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua
     return { replies, keyspace: await snapshot(client, p) };
   }
 
-  for (const [batch, steps] of [
-    [1, 1250],
-    [100, 25],
-  ] as const) {
-    it(`wire at ${batch} a call: the same replies and the same keyspace as the script, retention's trims included`, async () => {
-      const byScript = await wire(a, script, 'script', batch, steps);
-      const byModule = await wire(b, module, 'native', batch, steps);
-      expect(byModule.replies).toEqual(byScript.replies);
-      expect(byModule.keyspace).toEqual(byScript.keyspace);
-      // The run got past retention's slack: completed was trimmed back to keep_completed.
-      expect(
-        (byModule.keyspace[`emq:{w${batch}}:completed`] as { value: unknown[] }).value.length / 2,
-      ).toBeLessThanOrEqual(1100);
-    });
-  }
+  for (const command of COMMANDS)
+    for (const [batch, steps] of [
+      [1, 1250],
+      [100, 25],
+    ] as const) {
+      it(`${command}, wire at ${batch} a call: the same replies and the same keyspace as the script, retention's trims included`, async () => {
+        await a.flushall();
+        await b.flushall();
+        const byScript = await wire(a, script, 'script', batch, steps);
+        const byModule = await wire(b, module, command, batch, steps);
+        expect(byModule.replies).toEqual(byScript.replies);
+        expect(byModule.keyspace).toEqual(byScript.keyspace);
+        // The run got past retention's slack: completed was trimmed back to keep_completed.
+        expect(
+          (byModule.keyspace[`emq:{w${batch}}:completed`] as { value: unknown[] }).value.length / 2,
+        ).toBeLessThanOrEqual(1100);
+      });
+    }
 
   it('refuses a paused queue with EMQNATIVE and writes nothing', async () => {
     const p = 'emq:{np}:';
