@@ -37,7 +37,8 @@ const OUT = join(tmpdir(), `emq-callgrind-${process.pid}`);
 // NATIVE=keyapi: EMQ.COMPLETE.KEYAPI, the same with its writes through the module key API
 const native = process.env.NATIVE === '1' || process.env.NATIVE === 'keyapi';
 const nativeCommand = process.env.NATIVE === 'keyapi' ? 'EMQ.COMPLETE.KEYAPI' : 'EMQ.COMPLETE';
-const MODULE = join(import.meta.dirname, '..', 'module', 'build', 'echomq.so');
+// MODULE=<path>: another build of the module (a measurement build, say)
+const MODULE = process.env.MODULE ?? join(import.meta.dirname, '..', 'module', 'build', 'echomq.so');
 
 const freePort = () =>
   new Promise<number>((res) => {

@@ -41,6 +41,16 @@ enum { T_STATE, T_PAYLOAD, T_NAME, T_MAX, T_BACKOFF, T_ATTEMPTS, T_TOKEN, T_TIME
 
 enum { ST_REPEAT, ST_LEASE, ST_DONE };
 
+/* -DEMQ_PROTO_NO_REPLICATE: a measurement build only (what the hand-made replication and
+ * notifications cost): the key API's writes reach no replica, AOF or keyspace subscriber. */
+#ifdef EMQ_PROTO_NO_REPLICATE
+#define REPLICATE(...) ((void)0)
+#define NOTIFY(...) ((void)0)
+#else
+#define REPLICATE(...) RedisModule_Replicate(__VA_ARGS__)
+#define NOTIFY(...) RedisModule_NotifyKeyspaceEvent(__VA_ARGS__)
+#endif
+
 /* This call writes through the key API (EMQ.COMPLETE.KEYAPI; the server runs one command at a time). */
 static int direct; /* 'OK' again, 'EMQLEASE', completed by this call */
 
@@ -70,10 +80,43 @@ static long long clock_now_us(void) {
   return (long long)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
+/* A whole number's decimal text (snprintf's %lld costs ~1k instructions a number). */
+static size_t ll_text(char *buf, long long v) {
+  char tmp[24];
+  size_t n = 0, at = 0;
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+  do tmp[n++] = (char)('0' + u % 10), u /= 10;
+  while (u);
+  if (v < 0) buf[at++] = '-';
+  while (n) buf[at++] = tmp[--n];
+  buf[at] = '\0';
+  return at;
+}
+
 static RedisModuleString *text_of(Sweep *s, long long v) {
   char buf[32];
-  int n = snprintf(buf, sizeof(buf), "%lld", v);
-  return RedisModule_CreateString(s->ctx, buf, (size_t)n);
+  return RedisModule_CreateString(s->ctx, buf, ll_text(buf, v));
+}
+
+/* The hash's fields (NULL where absent) in one key opening: 0 (WRONGTYPE replied) when the key
+ * holds another type. */
+static int read_hash(Sweep *s, RedisModuleString *key, const char *const *fields, RedisModuleString **out) {
+  int n = 0;
+  while (fields[n]) out[n] = NULL, n++;
+  RedisModuleKey *k = RedisModule_OpenKey(s->ctx, key, REDISMODULE_READ);
+  int type = RedisModule_KeyType(k);
+  if (type == REDISMODULE_KEYTYPE_HASH) {
+    for (int at = 0; at < n; at += 8) {
+      const char *f[8] = {0};
+      for (int i = 0; i < 8 && at + i < n; i++) f[i] = fields[at + i];
+      RedisModuleString **o = out + at;
+      RedisModule_HashGet(k, REDISMODULE_HASH_CFIELDS, f[0], &o[0], f[1], &o[1], f[2], &o[2], f[3], &o[3], f[4],
+                          &o[4], f[5], &o[5], f[6], &o[6], f[7], &o[7], NULL);
+    }
+  }
+  RedisModule_CloseKey(k);
+  if (type == REDISMODULE_KEYTYPE_EMPTY || type == REDISMODULE_KEYTYPE_HASH) return 1;
+  return refuse(s, "WRONGTYPE Operation against a key holding the wrong kind of value");
 }
 
 static int same(RedisModuleString *a, RedisModuleString *b) {
@@ -128,11 +171,13 @@ static void xadd(Sweep *s, RedisModuleString **fields, size_t n) {
   redis_integer(s->emax, &cap);
   RedisModule_StreamTrimByLength(key, REDISMODULE_STREAM_TRIM_APPROX, cap);
   RedisModule_CloseKey(key);
-  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_STREAM, "xadd", s->key[EVENTS]);
+  NOTIFY(s->ctx, REDISMODULE_NOTIFY_STREAM, "xadd", s->key[EVENTS]);
   char idtext[48];
-  snprintf(idtext, sizeof(idtext), "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
-  argv[3] = RedisModule_CreateString(s->ctx, idtext, strlen(idtext));
-  RedisModule_Replicate(s->ctx, "XADD", "sv", s->key[EVENTS], argv, k);
+  size_t at = ll_text(idtext, (long long)id.ms);
+  idtext[at++] = '-';
+  at += ll_text(idtext + at, (long long)id.seq);
+  argv[3] = RedisModule_CreateString(s->ctx, idtext, at);
+  REPLICATE(s->ctx, "XADD", "sv", s->key[EVENTS], argv, k);
 }
 
 static RedisModuleString *cs(Sweep *s, const char *c) { return RedisModule_CreateString(s->ctx, c, strlen(c)); }
@@ -167,8 +212,8 @@ static void w_hset(Sweep *s, RedisModuleString *key, int n, const char *const *f
   RedisModuleKey *k = open_write(s, key);
   RedisModule_HashSet(k, REDISMODULE_HASH_CFIELDS, g[0], w[0], g[1], w[1], g[2], w[2], g[3], w[3], g[4], w[4], NULL);
   RedisModule_CloseKey(k);
-  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_HASH, "hset", key);
-  RedisModule_Replicate(s->ctx, "HSET", "sv", key, argv, (size_t)(2 * n));
+  NOTIFY(s->ctx, REDISMODULE_NOTIFY_HASH, "hset", key);
+  REPLICATE(s->ctx, "HSET", "sv", key, argv, (size_t)(2 * n));
 }
 
 /* ZADD key score m1 score m2 ...: every member at one score (its text as given). */
@@ -183,8 +228,8 @@ static void w_zadd(Sweep *s, RedisModuleString *key, long long score, RedisModul
     RedisModuleKey *k = open_write(s, key);
     for (size_t i = 0; i < n; i++) RedisModule_ZsetAdd(k, (double)score, members[i], NULL);
     RedisModule_CloseKey(k);
-    RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_ZSET, "zadd", key);
-    RedisModule_Replicate(s->ctx, "ZADD", "sv", key, pairs, 2 * n);
+    NOTIFY(s->ctx, REDISMODULE_NOTIFY_ZSET, "zadd", key);
+    REPLICATE(s->ctx, "ZADD", "sv", key, pairs, 2 * n);
   }
   RedisModule_Free(pairs);
 }
@@ -199,8 +244,8 @@ static void w_zrem(Sweep *s, RedisModuleString *key, RedisModuleString **members
   RedisModuleKey *k = open_write(s, key);
   for (size_t i = 0; i < n; i++) RedisModule_ZsetRem(k, members[i], NULL);
   RedisModule_CloseKey(k);
-  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_ZSET, "zrem", key);
-  RedisModule_Replicate(s->ctx, "ZREM", "sv", key, members, n);
+  NOTIFY(s->ctx, REDISMODULE_NOTIFY_ZSET, "zrem", key);
+  REPLICATE(s->ctx, "ZREM", "sv", key, members, n);
 }
 
 /* ZPOPMIN key count, whose members the read pass found (the first `n` of the set). */
@@ -214,8 +259,8 @@ static void w_popmin(Sweep *s, RedisModuleString *key, long long count, RedisMod
   RedisModuleKey *k = open_write(s, key);
   for (size_t i = 0; i < n; i++) RedisModule_ZsetRem(k, members[i], NULL);
   RedisModule_CloseKey(k);
-  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_ZSET, "zpopmin", key);
-  RedisModule_Replicate(s->ctx, "ZPOPMIN", "sl", key, count);
+  NOTIFY(s->ctx, REDISMODULE_NOTIFY_ZSET, "zpopmin", key);
+  REPLICATE(s->ctx, "ZPOPMIN", "sl", key, count);
 }
 
 /* HINCRBY key field by; the new value. */
@@ -234,8 +279,8 @@ static long long w_hincrby(Sweep *s, RedisModuleString *key, const char *field, 
   v += by;
   RedisModule_HashSet(k, REDISMODULE_HASH_CFIELDS, field, text_of(s, v), NULL);
   RedisModule_CloseKey(k);
-  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_HASH, "hincrby", key);
-  RedisModule_Replicate(s->ctx, "HINCRBY", "scl", key, field, by);
+  NOTIFY(s->ctx, REDISMODULE_NOTIFY_HASH, "hincrby", key);
+  REPLICATE(s->ctx, "HINCRBY", "scl", key, field, by);
   return v;
 }
 
@@ -248,8 +293,8 @@ static void w_pexpire(Sweep *s, RedisModuleString *key, long long ms) {
   RedisModuleKey *k = open_write(s, key);
   RedisModule_SetExpire(k, ms);
   RedisModule_CloseKey(k);
-  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_GENERIC, "expire", key);
-  RedisModule_Replicate(s->ctx, "PEXPIRE", "sl", key, ms);
+  NOTIFY(s->ctx, REDISMODULE_NOTIFY_GENERIC, "expire", key);
+  REPLICATE(s->ctx, "PEXPIRE", "sl", key, ms);
 }
 
 /* ── retention (lib/retention.lua trim_floored, for the queue's bounds) ─────────────────────── */
@@ -385,15 +430,13 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
   RedisModuleString *schedule = key3(s, cstr("schedule"), cstr(""), cstr(""));
   RedisModuleString *ids_ended = key3(s, cstr("ids:ended"), cstr(""), cstr(""));
   char minute[32];
-  snprintf(minute, sizeof(minute), "%lld", s->now / 60000);
+  ll_text(minute, s->now / 60000);
   RedisModuleString *stats = key3(s, cstr("stats:"), cstr(minute), cstr(""));
-  if (!expect_type(s, s->key[META], REDISMODULE_KEYTYPE_HASH) ||
-      !expect_type(s, s->key[ACTIVE], REDISMODULE_KEYTYPE_ZSET) ||
+  if (!expect_type(s, s->key[ACTIVE], REDISMODULE_KEYTYPE_ZSET) ||
       !expect_type(s, s->key[COMPLETED], REDISMODULE_KEYTYPE_ZSET) ||
       !expect_type(s, s->key[EVENTS], REDISMODULE_KEYTYPE_STREAM) ||
       !expect_type(s, s->key[WAKE], REDISMODULE_KEYTYPE_STREAM) ||
-      !expect_type(s, s->key[PENDING], REDISMODULE_KEYTYPE_ZSET) ||
-      !expect_type(s, schedule, REDISMODULE_KEYTYPE_ZSET) || !expect_type(s, stats, REDISMODULE_KEYTYPE_HASH) ||
+      !expect_type(s, stats, REDISMODULE_KEYTYPE_HASH) ||
       !expect_type(s, ids_ended, REDISMODULE_KEYTYPE_ZSET))
     return REDISMODULE_OK;
   if (key_type(s, s->key[RING]) != REDISMODULE_KEYTYPE_EMPTY || key_type(s, limited) != REDISMODULE_KEYTYPE_EMPTY ||
@@ -401,7 +444,7 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
     return not_plain(s, "lanes"), REDISMODULE_OK;
 
   RedisModuleString *m[M_N];
-  hash_fields(s, s->key[META], META_FIELDS, m);
+  if (!read_hash(s, s->key[META], META_FIELDS, m)) return REDISMODULE_OK;
   s->emax = m[M_EMAX] ? str_of(m[M_EMAX]) : cstr("10000");
   long long emax;
   if (!redis_integer(s->emax, &emax) || emax < 0) return not_plain(s, "meta events_max"), REDISMODULE_OK;
@@ -437,8 +480,7 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
       continue;
     }
     done_jk[i] = job_key(s, str_of(id));
-    if (!(ok = expect_type(s, done_jk[i], REDISMODULE_KEYTYPE_HASH))) break;
-    hash_fields(s, done_jk[i], DONE_ROW, row);
+    if (!(ok = read_hash(s, done_jk[i], DONE_ROW, row))) break;
     int state_completed = row[D_STATE] && str_eq(str_of(row[D_STATE]), "completed");
     int state_active = row[D_STATE] && str_eq(str_of(row[D_STATE]), "active");
     if (state_completed && same(row[D_TOKEN], token)) {
@@ -459,14 +501,15 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
 
   /* What claim will pop: the first `asked` members of pending (ZPOPMIN's order), each a pending
    * row with sound numbers and no timeout, so the claim is the flat path's and nothing else. */
-  size_t plen = key_length(s, s->key[PENDING]);
+  RedisModuleKey *pk = RedisModule_OpenKey(ctx, s->key[PENDING], REDISMODULE_READ);
+  int ptype = RedisModule_KeyType(pk);
+  size_t plen = ptype == REDISMODULE_KEYTYPE_ZSET ? RedisModule_ValueLength(pk) : 0;
   size_t want = asked < (long long)plen ? (size_t)asked : plen;
   RedisModuleString **take_id = pool_alloc(pool, sizeof(*take_id) * (want + 1));
   RedisModuleString **take_jk = pool_alloc(pool, sizeof(*take_jk) * (want + 1));
   RedisModuleString **take_row = pool_alloc(pool, sizeof(*take_row) * T_N * (want + 1));
   size_t got = 0;
   if (want > 0) {
-    RedisModuleKey *pk = RedisModule_OpenKey(ctx, s->key[PENDING], REDISMODULE_READ);
     RedisModule_ZsetFirstInScoreRange(pk, -INFINITY, INFINITY, 0, 0);
     while (got < want && !RedisModule_ZsetRangeEndReached(pk)) {
       double score;
@@ -474,13 +517,28 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
       RedisModule_ZsetRangeNext(pk);
     }
     RedisModule_ZsetRangeStop(pk);
-    RedisModule_CloseKey(pk);
   }
+  RedisModule_CloseKey(pk);
+  if (ptype != REDISMODULE_KEYTYPE_EMPTY && ptype != REDISMODULE_KEYTYPE_ZSET)
+    return refuse(s, "WRONGTYPE Operation against a key holding the wrong kind of value"), REDISMODULE_OK;
+  /* next_due_ms: complete writes no schedule, so its head now is its head after the writes */
+  long long head = -1;
+  RedisModuleKey *sk = RedisModule_OpenKey(ctx, schedule, REDISMODULE_READ);
+  int stype = RedisModule_KeyType(sk);
+  if (stype == REDISMODULE_KEYTYPE_ZSET) {
+    RedisModule_ZsetFirstInScoreRange(sk, -INFINITY, INFINITY, 0, 0);
+    double score;
+    if (!RedisModule_ZsetRangeEndReached(sk) && RedisModule_ZsetRangeCurrentElement(sk, &score))
+      head = (long long)score; /* tonumber of the score, replied as an integer: truncated */
+    RedisModule_ZsetRangeStop(sk);
+  }
+  RedisModule_CloseKey(sk);
+  if (stype != REDISMODULE_KEYTYPE_EMPTY && stype != REDISMODULE_KEYTYPE_ZSET)
+    return refuse(s, "WRONGTYPE Operation against a key holding the wrong kind of value"), REDISMODULE_OK;
   for (size_t i = 0; i < got && ok; i++) {
     RedisModuleString **row = take_row + T_N * i;
     take_jk[i] = job_key(s, str_of(take_id[i]));
-    if (!(ok = expect_type(s, take_jk[i], REDISMODULE_KEYTYPE_HASH))) break;
-    hash_fields(s, take_jk[i], TAKE_ROW, row);
+    if (!(ok = read_hash(s, take_jk[i], TAKE_ROW, row))) break;
     if (!row[T_STATE] || !str_eq(str_of(row[T_STATE]), "pending")) ok = not_plain(s, "a ghost or moved row in pending");
     else if (!whole_text(row[T_ATTEMPTS]) || !whole_text(row[T_TOKEN]) || !whole_text(row[T_MAX]))
       ok = not_plain(s, "a malformed row in pending (quarantine)");
@@ -565,21 +623,11 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
           RedisModule_CallReplyArrayElement(RedisModule_CallReplyArrayElement(last, 0), 0), &wid.n);
   }
   /* drained: the read pass saw no ring, limited or lanes:running, so only pending can hold work */
-  if (got > 0 && !s->failure && key_length(s, s->key[PENDING]) == 0) {
+  if (got > 0 && !s->failure && plen == got) {
     RedisModuleString *ev[4] = {cs(s, "event"), cs(s, "drained"), cs(s, "id"), cs(s, "")};
     xadd(s, ev, 4);
   }
   if (s->failure) return reply_failure(s), REDISMODULE_OK;
-  long long head = -1;
-  RedisModuleKey *sk = RedisModule_OpenKey(ctx, schedule, REDISMODULE_READ);
-  if (RedisModule_KeyType(sk) == REDISMODULE_KEYTYPE_ZSET) {
-    RedisModule_ZsetFirstInScoreRange(sk, -INFINITY, INFINITY, 0, 0);
-    double score;
-    if (!RedisModule_ZsetRangeEndReached(sk) && RedisModule_ZsetRangeCurrentElement(sk, &score))
-      head = (long long)score; /* tonumber of the score, replied as an integer: truncated */
-    RedisModule_ZsetRangeStop(sk);
-  }
-  RedisModule_CloseKey(sk);
 
   /* ── reply: {statuses, jobs, wake_id, wait_ms, now_ms, next_due_ms} ── */
   RedisModule_ReplyWithArray(ctx, 6);
