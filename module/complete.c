@@ -169,9 +169,15 @@ static void xadd(Sweep *s, RedisModuleString **fields, size_t n) {
   }
   long long cap = 0;
   redis_integer(s->emax, &cap);
-  RedisModule_StreamTrimByLength(key, REDISMODULE_STREAM_TRIM_APPROX, cap);
+  long long trimmed = RedisModule_StreamTrimByLength(key, REDISMODULE_STREAM_TRIM_APPROX, cap);
+  /* Replicated as XADD replicates itself after an approximate trim: MAXLEN = the length left. */
+  char length[32];
+  size_t length_n = ll_text(length, (long long)RedisModule_ValueLength(key));
   RedisModule_CloseKey(key);
   NOTIFY(s->ctx, REDISMODULE_NOTIFY_STREAM, "xadd", s->key[EVENTS]);
+  if (trimmed > 0) NOTIFY(s->ctx, REDISMODULE_NOTIFY_STREAM, "xtrim", s->key[EVENTS]);
+  argv[1] = RedisModule_CreateString(s->ctx, "=", 1);
+  argv[2] = RedisModule_CreateString(s->ctx, length, length_n);
   char idtext[48];
   size_t at = ll_text(idtext, (long long)id.ms);
   idtext[at++] = '-';

@@ -33,7 +33,7 @@ const blankAll = (v: unknown): unknown =>
         : v;
 
 /** Every key under `prefix`: type, encoding and content with instants blanked (stream ids dropped). */
-async function snapshot(client: Redis, prefix: string): Promise<Record<string, unknown>> {
+async function snapshot(client: Redis, prefix: string, exact = false): Promise<Record<string, unknown>> {
   const keys = (await client.keys(`${prefix}*`)).sort();
   const out: Record<string, unknown> = {};
   for (const key of keys) {
@@ -43,10 +43,12 @@ async function snapshot(client: Redis, prefix: string): Promise<Record<string, u
     if (type === 'hash')
       value = Object.entries(await client.hgetall(key)).sort(([a], [b]) => (a < b ? -1 : 1));
     else if (type === 'zset') value = await client.zrange(key, 0, -1, 'WITHSCORES');
-    else if (type === 'stream') value = (await client.xrange(key, '-', '+')).map(([, fields]) => fields);
+    else if (type === 'stream')
+      value = (await client.xrange(key, '-', '+')).map(([id, fields]) => (exact ? [id, fields] : fields));
     else if (type === 'string') value = await client.get(key);
     else value = await client.call('DUMP', key);
-    out[blank(key)] = { type, encoding, ttl: (await client.pttl(key)) >= 0, value: blankAll(value) };
+    const ttl = (await client.pttl(key)) >= 0;
+    out[exact ? key : blank(key)] = { type, encoding, ttl, value: exact ? value : blankAll(value) };
   }
   return out;
 }
@@ -162,6 +164,35 @@ describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua
     }
     return { replies, keyspace: await snapshot(client, p) };
   }
+
+  // The writes reach a replica as the primary made them: RedisModule_Call's (each command's own
+  // propagation) and the key API's (replicated by hand: XADD with its id and MAXLEN = the length
+  // left, as XADD replicates itself).
+  for (const command of COMMANDS)
+    it(`${command}: a replica holds exactly the primary's keyspace after the wire loop`, async () => {
+      const replica = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(module.port)] });
+      const r = replica.client();
+      try {
+        await b.flushall();
+        for (let i = 0; ; i++) {
+          const info = await r.info('replication');
+          if (/master_link_status:up/.test(info)) break;
+          if (i > 200) throw new Error('the replica did not sync');
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        await wire(b, module, command, 1, 1150);
+        await wire(b, module, command, 100, 3);
+        await b.call('WAIT', '1', '5000');
+        for (const q of ['w1', 'w100']) {
+          const primary = await snapshot(b, `emq:{${q}}:`, true);
+          expect(Object.keys(primary).length).toBeGreaterThan(100);
+          expect(await snapshot(r, `emq:{${q}}:`, true)).toEqual(primary);
+        }
+      } finally {
+        r.disconnect();
+        await replica.stop();
+      }
+    });
 
   for (const command of COMMANDS)
     for (const [batch, steps] of [
