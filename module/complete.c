@@ -11,7 +11,12 @@
  *
  * Anything outside the plain case is refused with `EMQNATIVE not plain: <what>` and nothing
  * written: the read pass (rows, meta, the claimable heads of pending) decides before any write,
- * so a caller can fall back to the script. */
+ * so a caller can fall back to the script.
+ *
+ * EMQ.COMPLETE.KEYAPI is the same command with its write pass through the module key API
+ * (HashSet, ZsetAdd/ZsetRem, StreamAdd) instead of RedisModule_Call, replicating and notifying
+ * each write by hand: both are measured by bench/callgrind.ts (NATIVE=1, NATIVE=keyapi) and
+ * held to the script by test/module/native-complete.test.ts. */
 #include "complete.h"
 
 #include <math.h>
@@ -240,7 +245,7 @@ static void w_zadd(Sweep *s, RedisModuleString *key, long long score, RedisModul
   RedisModule_Free(pairs);
 }
 
-/* ZREM key m1 m2 ... (`op`: the command it stands for, ZREM, or ZPOPMIN of exactly these). */
+/* ZREM key m1 m2 ... */
 static void w_zrem(Sweep *s, RedisModuleString *key, RedisModuleString **members, size_t n) {
   if (s->failure || n == 0) return;
   if (!direct) {
@@ -378,7 +383,8 @@ static void trim_floored(Sweep *s, RedisModuleString *set, const Retention *R) {
   }
 }
 
-/* The call's arrays, freed together on every way out (AutoMemory frees the strings and replies). */
+/* The call's arrays (nine), freed together on every way out (AutoMemory frees the strings and
+ * replies); more than 16 would leak. */
 typedef struct {
   void *p[16];
   int n;
