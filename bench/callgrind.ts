@@ -14,8 +14,10 @@
 //   consumer's timers, whose share of c100's figure moves with the machine's load)
 //   SCRIPTS=<dir>: wire runs the scripts of that directory (a baseline checkout's protocol/scripts)
 //   SCRIPTS_VIA=eval|functions: EVALSHA or FCALL (connect's `scripts`; default functions), every row
-//   NATIVE=1: wire and wire100 send complete+claim as EMQ.COMPLETE (module/complete.c, a prototype of
-//   complete.lua's plain case), the module loaded into the valgrind'd server with its timers off
+//   MODULE=1: the native module (module/build/echomq.so, timers off) loaded into the valgrind'd
+//   server, so a consumer sends complete+claim as EMQ.COMPLETE and its sweeps as module commands;
+//   MODULE=<path>: another build of it. NATIVE=1 (implies MODULE=1): wire and wire100 send
+//   complete+claim as EMQ.COMPLETE too (module/complete.c, complete.lua's plain case)
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -34,11 +36,15 @@ const what = process.argv[2] ?? 'all';
 const N = Number(process.argv[3] ?? 2000);
 const libs = (process.argv[4] ?? 'both') === 'both' ? ['echomq', 'bullmq'] : [process.argv[4]!];
 const OUT = join(tmpdir(), `emq-callgrind-${process.pid}`);
-// NATIVE=keyapi: EMQ.COMPLETE.KEYAPI, the same with its writes through the module key API
-const native = process.env.NATIVE === '1' || process.env.NATIVE === 'keyapi';
-const nativeCommand = process.env.NATIVE === 'keyapi' ? 'EMQ.COMPLETE.KEYAPI' : 'EMQ.COMPLETE';
-// MODULE=<path>: another build of the module (a measurement build, say)
-const MODULE = process.env.MODULE ?? join(import.meta.dirname, '..', 'module', 'build', 'echomq.so');
+const native = process.env.NATIVE === '1';
+const nativeCommand = 'EMQ.COMPLETE';
+const moduleEnv = process.env.MODULE ?? (native ? '1' : '');
+const MODULE =
+  moduleEnv === '' || moduleEnv === '0'
+    ? undefined
+    : moduleEnv === '1'
+      ? join(import.meta.dirname, '..', 'module', 'build', 'echomq.so')
+      : moduleEnv;
 
 const freePort = () =>
   new Promise<number>((res) => {
@@ -72,7 +78,7 @@ async function main() {
       'no',
       '--hz',
       process.env.HZ ?? '1',
-      ...(native ? ['--loadmodule', MODULE, 'timers', 'off'] : []),
+      ...(MODULE ? ['--loadmodule', MODULE, 'timers', 'off'] : []),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
@@ -149,7 +155,7 @@ async function main() {
     for (const session of [s, ...others]) await session.close();
     const backlog = concurrency === 1 ? '' : `, backlog ${Math.max(waiting, N) + warm}`;
     return (
-      `${lib} ${shape}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}${backlog}, ${ms.toFixed(0)} ms, total ${ir})` +
+      `${lib} ${shape}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}${backlog}, ${ms.toFixed(0)} ms, total ${ir}${MODULE ? ', module loaded' : ''})` +
       stats(N)
     );
   };

@@ -1,8 +1,7 @@
-/* EMQ.COMPLETE: a prototype, measured on branch nativeproto and not shipped (not in SPEC 26, no
- * runtime sends it). protocol/scripts/complete.lua as a command for the plain case only: the
- * complete-and-claim-next path of a no-op consumer on a queue without lanes, a queue-wide cap,
- * rate limits, holds, pause, flows, dedupe, per-job retention or execution timeouts. Same KEYS,
- * ARGV and reply as the script, the same writes in the same order, the same events; retention
+/* EMQ.COMPLETE: protocol/scripts/complete.lua as a command for the plain case (SPEC 26): the
+ * complete-and-claim-next path of a consumer on a queue without lanes, a queue-wide cap, rate
+ * limits, holds, pause, flows, dedupe, per-job retention or execution timeouts. Same KEYS, ARGV
+ * and reply as the script, the same writes in the same order, the same events; retention
  * (keep_completed, keep_completed_ms, completed_floor, the ids' window), the stats counter, the
  * drained event and next_due_ms included.
  *
@@ -11,12 +10,10 @@
  *
  * Anything outside the plain case is refused with `EMQNATIVE not plain: <what>` and nothing
  * written: the read pass (rows, meta, the claimable heads of pending) decides before any write,
- * so a caller can fall back to the script.
- *
- * EMQ.COMPLETE.KEYAPI is the same command with its write pass through the module key API
- * (HashSet, ZsetAdd/ZsetRem, StreamAdd) instead of RedisModule_Call, replicating and notifying
- * each write by hand: both are measured by bench/callgrind.ts (NATIVE=1, NATIVE=keyapi) and
- * held to the script by test/module/native-complete.test.ts. */
+ * so a caller can send the same call to the script. The writes go through RedisModule_Call, so
+ * each is propagated and notified as the command itself (a write pass through the low-level key
+ * API, replicated by hand, measured 3 % fewer instructions: docs/reference/performance.md). Held
+ * to the script by test/module/native-complete.test.ts. */
 #include "complete.h"
 
 #include <math.h>
@@ -45,19 +42,6 @@ static const char *const TAKE_ROW[] = {"state", "payload", "name", "max", "backo
 enum { T_STATE, T_PAYLOAD, T_NAME, T_MAX, T_BACKOFF, T_ATTEMPTS, T_TOKEN, T_TIMEOUT, T_N };
 
 enum { ST_REPEAT, ST_LEASE, ST_DONE };
-
-/* -DEMQ_PROTO_NO_REPLICATE: a measurement build only (what the hand-made replication and
- * notifications cost): the key API's writes reach no replica, AOF or keyspace subscriber. */
-#ifdef EMQ_PROTO_NO_REPLICATE
-#define REPLICATE(...) ((void)0)
-#define NOTIFY(...) ((void)0)
-#else
-#define REPLICATE(...) RedisModule_Replicate(__VA_ARGS__)
-#define NOTIFY(...) RedisModule_NotifyKeyspaceEvent(__VA_ARGS__)
-#endif
-
-/* This call writes through the key API (EMQ.COMPLETE.KEYAPI; the server runs one command at a time). */
-static int direct; /* 'OK' again, 'EMQLEASE', completed by this call */
 
 #define EMQINPUT_COMPLETE                                                                                        \
   "EMQINPUT complete takes prefix lease_ms claim_n (whole numbers >= 1 and >= 0), then id token result triples" \
@@ -159,36 +143,8 @@ static void xadd(Sweep *s, RedisModuleString **fields, size_t n) {
   argv[k++] = RedisModule_CreateString(s->ctx, s->emax.p, s->emax.n);
   argv[k++] = RedisModule_CreateString(s->ctx, "*", 1);
   for (size_t i = 0; i < n && k < 16; i++) argv[k++] = fields[i];
-  if (!direct) {
-    RedisModuleCallReply *r = WRITE(s, "XADD", "sv", s->key[EVENTS], argv, k);
-    if (r) RedisModule_FreeCallReply(r);
-    return;
-  }
-  /* XADD's own order: append, then trim (~: whole nodes only, as XADD MAXLEN ~ does). */
-  RedisModuleKey *key = RedisModule_OpenKey(s->ctx, s->key[EVENTS], REDISMODULE_READ | REDISMODULE_WRITE);
-  RedisModuleStreamID id;
-  if (RedisModule_StreamAdd(key, REDISMODULE_STREAM_ADD_AUTOID, &id, fields, (int64_t)(n / 2)) != REDISMODULE_OK) {
-    RedisModule_CloseKey(key);
-    s->failure = (RedisModuleCallReply *)-1;
-    return;
-  }
-  long long cap = 0;
-  redis_integer(s->emax, &cap);
-  long long trimmed = RedisModule_StreamTrimByLength(key, REDISMODULE_STREAM_TRIM_APPROX, cap);
-  /* Replicated as XADD replicates itself after an approximate trim: MAXLEN = the length left. */
-  char length[32];
-  size_t length_n = ll_text(length, (long long)RedisModule_ValueLength(key));
-  RedisModule_CloseKey(key);
-  NOTIFY(s->ctx, REDISMODULE_NOTIFY_STREAM, "xadd", s->key[EVENTS]);
-  if (trimmed > 0) NOTIFY(s->ctx, REDISMODULE_NOTIFY_STREAM, "xtrim", s->key[EVENTS]);
-  argv[1] = RedisModule_CreateString(s->ctx, "=", 1);
-  argv[2] = RedisModule_CreateString(s->ctx, length, length_n);
-  char idtext[48];
-  size_t at = ll_text(idtext, (long long)id.ms);
-  idtext[at++] = '-';
-  at += ll_text(idtext + at, (long long)id.seq);
-  argv[3] = RedisModule_CreateString(s->ctx, idtext, at);
-  REPLICATE(s->ctx, "XADD", "sv", s->key[EVENTS], argv, k);
+  RedisModuleCallReply *r = WRITE(s, "XADD", "sv", s->key[EVENTS], argv, k);
+  if (r) RedisModule_FreeCallReply(r);
 }
 
 static RedisModuleString *cs(Sweep *s, const char *c) { return RedisModule_CreateString(s->ctx, c, strlen(c)); }
@@ -200,112 +156,49 @@ static RedisModuleString *reply_string(Sweep *s, RedisModuleCallReply *list, siz
   return RedisModule_CreateString(s->ctx, t.p, t.n);
 }
 
-/* ── the write pass's calls: RedisModule_Call (EMQ.COMPLETE), or the low-level key API with the
- * effects replicated and notified by hand (EMQ.COMPLETE.KEYAPI), to measure what the Call costs.
- * Retention's trims (every ~100 jobs) and the encoding probe take RedisModule_Call in both. ── */
-
-static RedisModuleKey *open_write(Sweep *s, RedisModuleString *key) {
-  return RedisModule_OpenKey(s->ctx, key, REDISMODULE_READ | REDISMODULE_WRITE);
-}
+/* ── the write pass's calls, each a RedisModule_Call (WRITE: replicated and notified as the
+ * command is; the first failure stops the pass) ───────────────────────────────────────────── */
 
 /* HSET key f1 v1 ... (up to 5 pairs). */
 static void w_hset(Sweep *s, RedisModuleString *key, int n, const char *const *f, RedisModuleString **v) {
   if (s->failure) return;
   RedisModuleString *argv[10];
   for (int i = 0; i < n; i++) argv[2 * i] = cs(s, f[i]), argv[2 * i + 1] = v[i];
-  if (!direct) {
-    WRITE(s, "HSET", "sv", key, argv, (size_t)(2 * n));
-    return;
-  }
-  const char *g[5] = {0};
-  RedisModuleString *w[5] = {0};
-  for (int i = 0; i < n; i++) g[i] = f[i], w[i] = v[i];
-  RedisModuleKey *k = open_write(s, key);
-  RedisModule_HashSet(k, REDISMODULE_HASH_CFIELDS, g[0], w[0], g[1], w[1], g[2], w[2], g[3], w[3], g[4], w[4], NULL);
-  RedisModule_CloseKey(k);
-  NOTIFY(s->ctx, REDISMODULE_NOTIFY_HASH, "hset", key);
-  REPLICATE(s->ctx, "HSET", "sv", key, argv, (size_t)(2 * n));
+  WRITE(s, "HSET", "sv", key, argv, (size_t)(2 * n));
 }
 
 /* ZADD key score m1 score m2 ...: every member at one score (its text as given). */
-static void w_zadd(Sweep *s, RedisModuleString *key, long long score, RedisModuleString *score_s,
-                   RedisModuleString **members, size_t n) {
+static void w_zadd(Sweep *s, RedisModuleString *key, RedisModuleString *score_s, RedisModuleString **members,
+                   size_t n) {
   if (s->failure || n == 0) return;
   RedisModuleString **pairs = RedisModule_Alloc(sizeof(*pairs) * 2 * n);
   for (size_t i = 0; i < n; i++) pairs[2 * i] = score_s, pairs[2 * i + 1] = members[i];
-  if (!direct) {
-    WRITE(s, "ZADD", "sv", key, pairs, 2 * n);
-  } else {
-    RedisModuleKey *k = open_write(s, key);
-    for (size_t i = 0; i < n; i++) RedisModule_ZsetAdd(k, (double)score, members[i], NULL);
-    RedisModule_CloseKey(k);
-    NOTIFY(s->ctx, REDISMODULE_NOTIFY_ZSET, "zadd", key);
-    REPLICATE(s->ctx, "ZADD", "sv", key, pairs, 2 * n);
-  }
+  WRITE(s, "ZADD", "sv", key, pairs, 2 * n);
   RedisModule_Free(pairs);
 }
 
 /* ZREM key m1 m2 ... */
 static void w_zrem(Sweep *s, RedisModuleString *key, RedisModuleString **members, size_t n) {
   if (s->failure || n == 0) return;
-  if (!direct) {
-    WRITE(s, "ZREM", "sv", key, members, n);
-    return;
-  }
-  RedisModuleKey *k = open_write(s, key);
-  for (size_t i = 0; i < n; i++) RedisModule_ZsetRem(k, members[i], NULL);
-  RedisModule_CloseKey(k);
-  NOTIFY(s->ctx, REDISMODULE_NOTIFY_ZSET, "zrem", key);
-  REPLICATE(s->ctx, "ZREM", "sv", key, members, n);
+  WRITE(s, "ZREM", "sv", key, members, n);
 }
 
 /* ZPOPMIN key count, whose members the read pass found (the first `n` of the set). */
-static void w_popmin(Sweep *s, RedisModuleString *key, long long count, RedisModuleString **members, size_t n) {
+static void w_popmin(Sweep *s, RedisModuleString *key, long long count, size_t n) {
   if (s->failure) return;
-  if (!direct) {
-    RedisModuleCallReply *popped = WRITE(s, "ZPOPMIN", "sl", key, count);
-    if (popped && RedisModule_CallReplyLength(popped) != 2 * n) s->failure = (RedisModuleCallReply *)-1;
-    return;
-  }
-  RedisModuleKey *k = open_write(s, key);
-  for (size_t i = 0; i < n; i++) RedisModule_ZsetRem(k, members[i], NULL);
-  RedisModule_CloseKey(k);
-  NOTIFY(s->ctx, REDISMODULE_NOTIFY_ZSET, "zpopmin", key);
-  REPLICATE(s->ctx, "ZPOPMIN", "sl", key, count);
+  RedisModuleCallReply *popped = WRITE(s, "ZPOPMIN", "sl", key, count);
+  if (popped && RedisModule_CallReplyLength(popped) != 2 * n) s->failure = (RedisModuleCallReply *)-1;
 }
 
 /* HINCRBY key field by; the new value. */
 static long long w_hincrby(Sweep *s, RedisModuleString *key, const char *field, long long by) {
   if (s->failure) return 0;
-  if (!direct) return reply_int(WRITE(s, "HINCRBY", "scl", key, field, by));
-  RedisModuleKey *k = open_write(s, key);
-  RedisModuleString *old = NULL;
-  long long v = 0;
-  RedisModule_HashGet(k, REDISMODULE_HASH_CFIELDS, field, &old, NULL);
-  if (old && !redis_integer(str_of(old), &v)) {
-    RedisModule_CloseKey(k);
-    s->failure = (RedisModuleCallReply *)-1;
-    return 0;
-  }
-  v += by;
-  RedisModule_HashSet(k, REDISMODULE_HASH_CFIELDS, field, text_of(s, v), NULL);
-  RedisModule_CloseKey(k);
-  NOTIFY(s->ctx, REDISMODULE_NOTIFY_HASH, "hincrby", key);
-  REPLICATE(s->ctx, "HINCRBY", "scl", key, field, by);
-  return v;
+  return reply_int(WRITE(s, "HINCRBY", "scl", key, field, by));
 }
 
 static void w_pexpire(Sweep *s, RedisModuleString *key, long long ms) {
   if (s->failure) return;
-  if (!direct) {
-    WRITE(s, "PEXPIRE", "sl", key, ms);
-    return;
-  }
-  RedisModuleKey *k = open_write(s, key);
-  RedisModule_SetExpire(k, ms);
-  RedisModule_CloseKey(k);
-  NOTIFY(s->ctx, REDISMODULE_NOTIFY_GENERIC, "expire", key);
-  REPLICATE(s->ctx, "PEXPIRE", "sl", key, ms);
+  WRITE(s, "PEXPIRE", "sl", key, ms);
 }
 
 /* ── retention (lib/retention.lua trim_floored, for the queue's bounds) ─────────────────────── */
@@ -406,23 +299,16 @@ static int pool_free(Pool *pool) {
 
 static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pool *pool);
 
-static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int keyapi) {
+int emq_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (RedisModule_IsKeysPositionRequest(ctx)) {
     sweep_key_positions(ctx, argv, argc);
     return REDISMODULE_OK;
   }
-  if (keyapi && (!RedisModule_StreamAdd || !RedisModule_StreamTrimByLength))
-    return RedisModule_ReplyWithError(ctx, "ERR EMQ.COMPLETE.KEYAPI needs the module stream API (Redis 6.2+)");
   RedisModule_AutoMemory(ctx);
-  direct = keyapi;
   Pool pool = {{0}, 0};
   complete(ctx, argv, argc, &pool);
   return pool_free(&pool);
 }
-
-int emq_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) { return run(ctx, argv, argc, 0); }
-
-int emq_complete_keyapi(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) { return run(ctx, argv, argc, 1); }
 
 static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pool *pool) {
   Sweep sweep, *s = &sweep;
@@ -568,7 +454,7 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
   }
   if (done > 0 && !s->failure) {
     w_zrem(s, s->key[ACTIVE], gone, done);
-    w_zadd(s, s->key[COMPLETED], s->now, now_s, gone, done);
+    w_zadd(s, s->key[COMPLETED], now_s, gone, done);
     RedisModuleString *ev[6] = {cs(s, "event"), completed_s, cs(s, "id"), gone[0]};
     size_t nev = 4;
     if (done > 1) ev[nev++] = cs(s, "ids"), ev[nev++] = joined(s, gone, done);
@@ -582,7 +468,7 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
   long long *tokens = pool_alloc(pool, sizeof(*tokens) * (got + 1));
   long long *attempts = pool_alloc(pool, sizeof(*attempts) * (got + 1));
   if (got > 0 && !s->failure) {
-    w_popmin(s, s->key[PENDING], asked, take_id, got);
+    w_popmin(s, s->key[PENDING], asked, got);
     RedisModuleString *now_us_s = NULL;
     for (size_t i = 0; i < got && !s->failure; i++) {
       RedisModuleString **row = take_row + T_N * i;
@@ -614,8 +500,8 @@ static int complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Poo
     char wide_text[200];
     memset(wide_text, '~', sizeof(wide_text));
     RedisModuleString *wide = widen ? RedisModule_CreateString(ctx, wide_text, sizeof(wide_text)) : NULL;
-    if (wide) w_zadd(s, s->key[ACTIVE], 0, cs(s, "0"), &wide, 1);
-    w_zadd(s, s->key[ACTIVE], s->now + lease, text_of(s, s->now + lease), take_id, got);
+    if (wide) w_zadd(s, s->key[ACTIVE], cs(s, "0"), &wide, 1);
+    w_zadd(s, s->key[ACTIVE], text_of(s, s->now + lease), take_id, got);
     if (wide) w_zrem(s, s->key[ACTIVE], &wide, 1);
     RedisModuleString *ev[12] = {cs(s, "event"), active_s, cs(s, "id"), take_id[0], cs(s, "attempt"), tries[0]};
     size_t nev = 6;

@@ -76,17 +76,6 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent e
 /* ... and a node of a Redis Cluster. */
 #define REDISMODULE_CTX_FLAGS_CLUSTER (1 << 5)
 
-/* The low-level write API (EMQ.COMPLETE.KEYAPI, the prototype's second write pass): notification
- * classes, and streams (Redis 6.2+; optional, the command refuses without them). */
-#define REDISMODULE_NOTIFY_HASH (1 << 6)
-#define REDISMODULE_NOTIFY_STREAM (1 << 10)
-#define REDISMODULE_STREAM_ADD_AUTOID (1 << 0)
-#define REDISMODULE_STREAM_TRIM_APPROX (1 << 0)
-typedef struct {
-  uint64_t ms;
-  uint64_t seq;
-} RedisModuleStreamID;
-
 /* X(return type, name without the RedisModule_ prefix, parameters, required) */
 #define EMQ_REDIS_API(X)                                                                        \
   X(void, SetModuleAttribs, (RedisModuleCtx * ctx, const char *name, int ver, int apiver), 1)   \
@@ -137,15 +126,6 @@ typedef struct {
   X(int, ReplyWithNull, (RedisModuleCtx * ctx), 1)                                              \
   X(int, ZsetRangeNext, (RedisModuleKey * key), 1)                                              \
   X(int, ZsetRangeEndReached, (RedisModuleKey * key), 1)                                        \
-  X(int, Replicate, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...), 1)            \
-  X(int, HashSet, (RedisModuleKey * key, int flags, ...), 1)                                    \
-  X(int, ZsetAdd, (RedisModuleKey * key, double score, RedisModuleString * ele, int *flagsptr), 1) \
-  X(int, ZsetRem, (RedisModuleKey * key, RedisModuleString * ele, int *deleted), 1)             \
-  X(int, SetExpire, (RedisModuleKey * key, long long expire), 1)                                \
-  X(int, NotifyKeyspaceEvent, (RedisModuleCtx * ctx, int type, const char *event, RedisModuleString *key), 1) \
-  X(int, StreamAdd,                                                                             \
-    (RedisModuleKey * key, int flags, RedisModuleStreamID *id, RedisModuleString **argv, int64_t numfields), 0) \
-  X(long long, StreamTrimByLength, (RedisModuleKey * key, int flags, long long length), 0)      \
   X(long long, CachedMicroseconds, (void), 0)
 
 #define EMQ_DECLARE(ret, name, params, required) extern ret(*RedisModule_##name) params;

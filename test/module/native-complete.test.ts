@@ -1,6 +1,6 @@
-// EMQ.COMPLETE (module/complete.c), a prototype of complete.lua's plain case, measured on branch
-// nativeproto and not shipped: it must do what the script does wherever it answers, and write
-// nothing where it refuses (EMQNATIVE not plain). Proven three ways: every conformance case of
+// EMQ.COMPLETE (module/complete.c, SPEC 26), complete.lua's plain case as a command: it must do
+// what the script does wherever it answers, and write nothing where it refuses (EMQNATIVE not
+// plain), so a runtime can send the same call to the script. Proven three ways: every conformance case of
 // complete.json replayed as the command (a plain case passes as the script does; any other is
 // refused, the keyspace untouched); the wire bench's loop (bench/callgrind.ts wire and wire100:
 // claim, then complete+claim over and over, past retention's first trims) run by the script on
@@ -53,21 +53,15 @@ async function snapshot(client: Redis, prefix: string, exact = false): Promise<R
   return out;
 }
 
-/** EMQ.COMPLETE writes through RedisModule_Call; EMQ.COMPLETE.KEYAPI through the key API. */
-const COMMANDS = ['EMQ.COMPLETE', 'EMQ.COMPLETE.KEYAPI'] as const;
-type Command = (typeof COMMANDS)[number];
+const nativeRunner: CallRunner = async (client, _s, keys, argv) => {
+  try {
+    return { reply: await client.call('EMQ.COMPLETE', keys.length, ...keys, ...argv) };
+  } catch (err) {
+    return { error: err as Error };
+  }
+};
 
-const nativeRunner =
-  (command: Command): CallRunner =>
-  async (client, _s, keys, argv) => {
-    try {
-      return { reply: await client.call(command, keys.length, ...keys, ...argv) };
-    } catch (err) {
-      return { error: err as Error };
-    }
-  };
-
-describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua for the plain case', () => {
+describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, complete.lua for the plain case', () => {
   let script: RedisServer;
   let module: RedisServer;
   let a: Redis;
@@ -87,42 +81,41 @@ describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua
     await module?.stop();
   });
 
-  for (const command of COMMANDS)
-    describe(`${command}: complete.json's cases, a plain one as the script, any other refused with nothing written`, () => {
-      for (const c of complete.cases) {
-        it(c.name, async () => {
-          let refused: string | undefined;
-          let unchanged = true;
-          const runner: CallRunner = async (client, s, keys, argv) => {
-            const before = await keyState(client, `emq:{${c.queue}}:`, { withTtl: true });
-            const outcome = await nativeRunner(command)(client, s, keys, argv);
-            if ('error' in outcome && outcome.error.message.startsWith('EMQNATIVE')) {
-              refused = outcome.error.message;
-              unchanged =
-                JSON.stringify(await keyState(client, `emq:{${c.queue}}:`, { withTtl: true })) ===
-                JSON.stringify(before);
-            }
-            return outcome;
-          };
-          const problems = await replay(b, c, runner);
-          if (process.env.NP_DEBUG)
-            console.log(c.name.slice(0, 60), '=>', refused ?? 'answered', problems.length);
-          if (NOT_PLAIN.test(c.name)) {
-            expect(refused, 'a case outside the plain case is refused').toMatch(/^EMQNATIVE not plain: /);
-            expect(unchanged, 'the refusal wrote nothing').toBe(true);
-          } else {
-            expect(refused).toBeUndefined();
-            expect(problems).toEqual([]);
+  describe("complete.json's cases, a plain one as the script, any other refused with nothing written", () => {
+    for (const c of complete.cases) {
+      it(c.name, async () => {
+        let refused: string | undefined;
+        let unchanged = true;
+        const runner: CallRunner = async (client, s, keys, argv) => {
+          const before = await keyState(client, `emq:{${c.queue}}:`, { withTtl: true });
+          const outcome = await nativeRunner(client, s, keys, argv);
+          if ('error' in outcome && outcome.error.message.startsWith('EMQNATIVE')) {
+            refused = outcome.error.message;
+            unchanged =
+              JSON.stringify(await keyState(client, `emq:{${c.queue}}:`, { withTtl: true })) ===
+              JSON.stringify(before);
           }
-        });
-      }
-    });
+          return outcome;
+        };
+        const problems = await replay(b, c, runner);
+        if (process.env.NP_DEBUG)
+          console.log(c.name.slice(0, 60), '=>', refused ?? 'answered', problems.length);
+        if (NOT_PLAIN.test(c.name)) {
+          expect(refused, 'a case outside the plain case is refused').toMatch(/^EMQNATIVE not plain: /);
+          expect(unchanged, 'the refusal wrote nothing').toBe(true);
+        } else {
+          expect(refused).toBeUndefined();
+          expect(problems).toEqual([]);
+        }
+      });
+    }
+  });
 
   /** bench/callgrind.ts's wire loop on one server: the replies of every step, then the keyspace. */
   async function wire(
     client: Redis,
     server: RedisServer,
-    via: 'script' | Command,
+    via: 'script' | 'native',
     batch: number,
     steps: number,
   ) {
@@ -157,7 +150,7 @@ describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua
       const outcome =
         via === 'script'
           ? await runFunction(client, s, keys, argv)
-          : await nativeRunner(via)(client, s, keys, argv);
+          : await nativeRunner(client, s, keys, argv);
       if ('error' in outcome) throw outcome.error;
       replies.push(blankAll(outcome.reply));
       triples = held((outcome.reply as unknown[][])[1]!);
@@ -165,53 +158,50 @@ describe.skipIf(!nativeModule.path)('EMQ.COMPLETE, the prototype of complete.lua
     return { replies, keyspace: await snapshot(client, p) };
   }
 
-  // The writes reach a replica as the primary made them: RedisModule_Call's (each command's own
-  // propagation) and the key API's (replicated by hand: XADD with its id and MAXLEN = the length
-  // left, as XADD replicates itself).
-  for (const command of COMMANDS)
-    it(`${command}: a replica holds exactly the primary's keyspace after the wire loop`, async () => {
-      const replica = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(module.port)] });
-      const r = replica.client();
-      try {
-        await b.flushall();
-        for (let i = 0; ; i++) {
-          const info = await r.info('replication');
-          if (/master_link_status:up/.test(info)) break;
-          if (i > 200) throw new Error('the replica did not sync');
-          await new Promise((res) => setTimeout(res, 50));
-        }
-        await wire(b, module, command, 1, 1150);
-        await wire(b, module, command, 100, 3);
-        await b.call('WAIT', '1', '5000');
-        for (const q of ['w1', 'w100']) {
-          const primary = await snapshot(b, `emq:{${q}}:`, true);
-          expect(Object.keys(primary).length).toBeGreaterThan(100);
-          expect(await snapshot(r, `emq:{${q}}:`, true)).toEqual(primary);
-        }
-      } finally {
-        r.disconnect();
-        await replica.stop();
+  // The writes reach a replica as the primary made them (RedisModule_Call: each command's own
+  // propagation, XADD's approximate trim included).
+  it("a replica holds exactly the primary's keyspace after the wire loop", async () => {
+    const replica = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(module.port)] });
+    const r = replica.client();
+    try {
+      await b.flushall();
+      for (let i = 0; ; i++) {
+        const info = await r.info('replication');
+        if (/master_link_status:up/.test(info)) break;
+        if (i > 200) throw new Error('the replica did not sync');
+        await new Promise((res) => setTimeout(res, 50));
       }
-    });
-
-  for (const command of COMMANDS)
-    for (const [batch, steps] of [
-      [1, 1250],
-      [100, 25],
-    ] as const) {
-      it(`${command}, wire at ${batch} a call: the same replies and the same keyspace as the script, retention's trims included`, async () => {
-        await a.flushall();
-        await b.flushall();
-        const byScript = await wire(a, script, 'script', batch, steps);
-        const byModule = await wire(b, module, command, batch, steps);
-        expect(byModule.replies).toEqual(byScript.replies);
-        expect(byModule.keyspace).toEqual(byScript.keyspace);
-        // The run got past retention's slack: completed was trimmed back to keep_completed.
-        expect(
-          (byModule.keyspace[`emq:{w${batch}}:completed`] as { value: unknown[] }).value.length / 2,
-        ).toBeLessThanOrEqual(1100);
-      });
+      await wire(b, module, 'native', 1, 1150);
+      await wire(b, module, 'native', 100, 3);
+      await b.call('WAIT', '1', '5000');
+      for (const q of ['w1', 'w100']) {
+        const primary = await snapshot(b, `emq:{${q}}:`, true);
+        expect(Object.keys(primary).length).toBeGreaterThan(100);
+        expect(await snapshot(r, `emq:{${q}}:`, true)).toEqual(primary);
+      }
+    } finally {
+      r.disconnect();
+      await replica.stop();
     }
+  });
+
+  for (const [batch, steps] of [
+    [1, 1250],
+    [100, 25],
+  ] as const) {
+    it(`wire at ${batch} a call: the same replies and the same keyspace as the script, retention's trims included`, async () => {
+      await a.flushall();
+      await b.flushall();
+      const byScript = await wire(a, script, 'script', batch, steps);
+      const byModule = await wire(b, module, 'native', batch, steps);
+      expect(byModule.replies).toEqual(byScript.replies);
+      expect(byModule.keyspace).toEqual(byScript.keyspace);
+      // The run got past retention's slack: completed was trimmed back to keep_completed.
+      expect(
+        (byModule.keyspace[`emq:{w${batch}}:completed`] as { value: unknown[] }).value.length / 2,
+      ).toBeLessThanOrEqual(1100);
+    });
+  }
 
   it('refuses a paused queue with EMQNATIVE and writes nothing', async () => {
     const p = 'emq:{np}:';
