@@ -122,6 +122,10 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent e
   X(int, ZsetFirstInScoreRange, (RedisModuleKey * key, double min, double max, int minex, int maxex), 1) \
   X(RedisModuleString *, ZsetRangeCurrentElement, (RedisModuleKey * key, double *score), 1)    \
   X(void, ZsetRangeStop, (RedisModuleKey * key), 1)                                             \
+  X(int, ReplyWithStringBuffer, (RedisModuleCtx * ctx, const char *buf, size_t len), 1)       \
+  X(int, ReplyWithNull, (RedisModuleCtx * ctx), 1)                                              \
+  X(int, ZsetRangeNext, (RedisModuleKey * key), 1)                                              \
+  X(int, ZsetRangeEndReached, (RedisModuleKey * key), 1)                                        \
   X(long long, CachedMicroseconds, (void), 0)
 
 #define EMQ_DECLARE(ret, name, params, required) extern ret(*RedisModule_##name) params;
