@@ -11,12 +11,13 @@
 //   node-redis  `client.sendCommand(['FCALL', ...args as strings])`, RESP2 like ioredis (node-redis
 //               takes strings and Buffers only); not a dependency: `npm install --no-save redis`
 //               here, or NODE_REDIS_FROM=<a directory where it is installed>;
-//   raw         bench/raw-resp.ts: one Buffer per call on a net.Socket, replies parsed in place
-//               (RAW_WRITE=string: the RESP text written as it is instead, as ioredis does).
+//   raw         bench/raw-resp.ts: one Buffer per call on a net.Socket, replies parsed in place;
+//   raw-string  the same writing the RESP text as it is (Node encodes it into the write), as
+//               ioredis writes a command.
 // Per call: CPU µs (process.cpuUsage: all threads, moves with the machine's load) and, under
 // callgrind, this process's instructions (main thread and all threads). Round 0 warms the JIT up
 // and is not reported; each later round is reported, then the median (min-max) of the µs.
-//   npx tsx bench/client-cost.ts [ioredis|node-redis|raw|all|a,b] [N=5000] [rounds=3]
+//   npx tsx bench/client-cost.ts [ioredis|node-redis|raw|raw-string|all|a,b] [N=5000] [rounds=3]
 //   VG=<dir> valgrind --tool=callgrind --callgrind-out-file=<dir>/cg.out --smc-check=all-non-file \
 //     --separate-threads=yes node --import tsx bench/client-cost.ts raw 2000 3   (the last round's)
 // Under valgrind run one client per process: clients in one process share V8's profile of the
@@ -36,12 +37,12 @@ import { script } from '../src/wire/scripts.js';
 import { RawRespClient, type RespArg, type WriteAs } from './raw-resp.js';
 import { instructions, zeroInstructions } from './self-callgrind.js';
 
-const CLIENTS = ['ioredis', 'node-redis', 'raw'] as const;
+const CLIENTS = ['ioredis', 'node-redis', 'raw', 'raw-string'] as const;
 type ClientName = (typeof CLIENTS)[number];
 const chosen = process.argv[2] ?? 'all';
 const names: ClientName[] =
   chosen === 'all' ? [...CLIENTS] : (chosen.split(',') as ClientName[]).filter((c) => CLIENTS.includes(c));
-if (names.length === 0) throw new Error(`clients: ioredis, node-redis, raw, all or a list, got ${chosen}`);
+if (names.length === 0) throw new Error(`clients: ${CLIENTS.join(', ')}, all or a list, got ${chosen}`);
 const N = Number(process.argv[3] ?? 5000);
 const ROUNDS = Number(process.argv[4] ?? 3);
 const VG = process.env.VG;
@@ -133,23 +134,23 @@ async function openNodeRedis(port: number): Promise<Sender> {
   };
 }
 
-async function openRaw(port: number): Promise<Sender> {
-  const writeAs = (process.env.RAW_WRITE ?? 'buffer') as WriteAs;
-  if (writeAs !== 'buffer' && writeAs !== 'string')
-    throw new Error(`RAW_WRITE: buffer or string, got ${writeAs}`);
-  const c = await RawRespClient.connect(port, '127.0.0.1', writeAs);
-  return {
-    name: 'raw',
-    version: `bench/raw-resp.ts (writing a ${writeAs} per call)`,
-    call: (command, args) => c.call(command, args),
-    close: async () => c.close(),
+function openRaw(writeAs: WriteAs) {
+  return async (port: number): Promise<Sender> => {
+    const c = await RawRespClient.connect(port, '127.0.0.1', writeAs);
+    return {
+      name: writeAs === 'buffer' ? 'raw' : 'raw-string',
+      version: `bench/raw-resp.ts (writing a ${writeAs} per call)`,
+      call: (command, args) => c.call(command, args),
+      close: async () => c.close(),
+    };
   };
 }
 
 const open: Record<ClientName, (port: number) => Promise<Sender>> = {
   ioredis: openIoredis,
   'node-redis': openNodeRedis,
-  raw: openRaw,
+  raw: openRaw('buffer'),
+  'raw-string': openRaw('string'),
 };
 
 /** The keys, function names and fixed arguments of the two calls on queue `queue`. */
@@ -180,26 +181,29 @@ interface Measured {
   us: number;
   /** Instructions per call under callgrind (the last round only), less an empty segment's. */
   ir?: { all: number; main?: number };
+  /** What a measured part costs with nothing in it, measured just before: the callgrind_control spawns and the waits for the dump. */
+  empty?: { all: number; main?: number };
 }
 
-/** Zero before, dump after: what a measured part costs under callgrind with nothing in it. */
-let emptySegment: { all: number; main?: number } | undefined;
-
 async function measure(n: number, counted: boolean, body: () => Promise<void>): Promise<Measured> {
-  if (counted) await zeroInstructions();
+  let empty: { all: number; main?: number } | undefined;
+  if (counted) {
+    await zeroInstructions(VG!);
+    empty = await instructions(VG!); // also the zeroing of the part measured next
+  }
   const cpu0 = process.cpuUsage();
   await body();
   const cpu = process.cpuUsage(cpu0);
   const us = (cpu.user + cpu.system) / n;
-  if (!counted) return { us };
+  if (!empty) return { us };
   const ir = await instructions(VG!);
-  const empty = emptySegment ?? { all: 0, main: 0 };
   return {
     us,
     ir: {
       all: (ir.all - empty.all) / n,
       main: ir.main === undefined ? undefined : (ir.main - (empty.main ?? 0)) / n,
     },
+    empty,
   };
 }
 
@@ -250,7 +254,8 @@ function shown(m: Measured): string {
   const k = (n: number) => `${(n / 1000).toFixed(1)}k`;
   if (!m.ir) return `${m.us.toFixed(1)} µs`;
   const main = m.ir.main === undefined ? '' : `, ${k(m.ir.main)} main thread`;
-  return `${m.us.toFixed(1)} µs, ${k(m.ir.all)} instructions${main}`;
+  const empty = `${(m.empty!.all / 1e6).toFixed(1)}M, ${((m.empty!.main ?? 0) / 1e6).toFixed(1)}M main thread`;
+  return `${m.us.toFixed(1)} µs, ${k(m.ir.all)} instructions${main} (less an empty segment's ${empty})`;
 }
 
 async function main() {
@@ -276,13 +281,6 @@ async function main() {
     console.log(
       `N=${N} calls per phase, ${ROUNDS} rounds after a warm-up; ${senders.map((s) => `${s.name} ${s.version}`).join(', ')}; node ${process.version}`,
     );
-    if (VG) {
-      await zeroInstructions();
-      emptySegment = await instructions(VG);
-      console.log(
-        `empty measured segment (subtracted): ${emptySegment.all} instructions (${emptySegment.main} main thread)`,
-      );
-    }
     const us = new Map<string, number[]>();
     for (let r = 0; r <= ROUNDS; r++) {
       // Rotated each round, so no client always runs first (or last) on a loaded machine.

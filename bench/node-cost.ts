@@ -14,7 +14,7 @@ import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { createServer } from 'node:net';
 import { EchoMQ } from '../src/index.js';
-import { control, instructions } from './self-callgrind.js';
+import { instructions, zeroInstructions } from './self-callgrind.js';
 
 const MODE = process.argv[2] ?? '1';
 const ADD = MODE === 'add';
@@ -84,7 +84,7 @@ async function main() {
       if (ADD) {
         await q.enqueue({ i: -1, s: '' }); // hello and the first call's setup, outside the count
         const measured = round === ROUNDS;
-        if (VG && measured) await control('-z');
+        if (VG && measured) await zeroInstructions(VG);
         const cpu0 = process.cpuUsage();
         const t0 = performance.now();
         await profiled(measured, async () => {
@@ -99,7 +99,7 @@ async function main() {
       const items = Array.from({ length: N }, (_, i) => ({ data: { i, s: 'x'.repeat(64) } }));
       for (let i = 0; i < items.length; i += 1000) await q.enqueueMany(items.slice(i, i + 1000));
       const measured = round === ROUNDS;
-      if (VG && measured) await control('-z');
+      if (VG && measured) await zeroInstructions(VG);
       let done = 0;
       let resolve!: () => void;
       const all = new Promise<void>((r) => (resolve = r));

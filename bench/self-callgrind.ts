@@ -15,26 +15,46 @@ export const control = (flag: string): Promise<void> =>
     p.on('error', rej);
   });
 
-/** Zeroes this process's counters (the start of a measured part). */
-export const zeroInstructions = (): Promise<void> => control('-z');
+/** Dumps this process asked for: valgrind numbers its dump files 1, 2, ... in that order. */
+let dumps = 0;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Instructions since the last zeroing, from a dump into `dir` (valgrind's --callgrind-out-file
- * directory): every thread's, and the main thread's (the file ending in -01).
+ * Dumps the counters into `dir` (valgrind's --callgrind-out-file directory) and sums that dump:
+ * every thread's instructions since the last dump, and the main thread's (the file ending in -01).
+ * A dump also zeroes the counters. Valgrind takes the request when this process next runs, which
+ * may be after callgrind_control has given up waiting (the main thread asleep in epoll): the
+ * dump's files are waited for, with timers that wake the process, until all are written.
  */
-export async function instructions(dir: string): Promise<{ all: number; main?: number }> {
+async function dump(dir: string): Promise<{ all: number; main?: number }> {
+  const seq = ++dumps;
   await control('-d');
-  const seq = (f: string) => Number(f.split('.')[2]!.split('-')[0]);
-  const files = readdirSync(dir).filter((f) => /^cg\.out\.\d+/.test(f));
-  const last = Math.max(...files.map(seq));
-  let all = 0;
-  let main: number | undefined;
-  for (const f of files.filter((f) => seq(f) === last)) {
-    let sum = 0;
-    for (const m of readFileSync(`${dir}/${f}`, 'utf8').matchAll(/^(?:summary|totals): (\d+)/gm))
-      sum = Math.max(sum, Number(m[1]));
-    all += sum;
-    if (f.endsWith('-01')) main = sum;
+  const mine = (f: string) => new RegExp(`^cg\\.out\\.${seq}-\\d+$`).test(f);
+  let seen = -1;
+  for (let waited = 0; ; waited += 50) {
+    const files = readdirSync(dir).filter(mine);
+    const texts = files.map((f) => readFileSync(`${dir}/${f}`, 'utf8'));
+    // Each file ends with its totals line; the set is complete once it stops growing.
+    if (files.length > 0 && files.length === seen && texts.every((t) => /^totals: \d+/m.test(t))) {
+      let all = 0;
+      let main: number | undefined;
+      files.forEach((f, i) => {
+        let sum = 0;
+        for (const m of texts[i]!.matchAll(/^(?:summary|totals): (\d+)/gm)) sum = Math.max(sum, Number(m[1]));
+        all += sum;
+        if (f.endsWith('-01')) main = sum;
+      });
+      return { all, main };
+    }
+    if (waited > 120_000) throw new Error(`callgrind dump ${seq} did not appear in ${dir}`);
+    seen = files.length;
+    await sleep(50);
   }
-  return { all, main };
 }
+
+/** Zeroes this process's counters (the start of a measured part): a dump whose figures are dropped. */
+export const zeroInstructions = async (dir: string): Promise<void> => void (await dump(dir));
+
+/** Instructions since the last zeroing (or dump): every thread's, and the main thread's. */
+export const instructions = dump;
