@@ -5,7 +5,7 @@
 // --separate-threads=yes gives the main thread (the JS, the event loop) a figure of its own;
 // V8's background threads (TurboFan compiling, GC helpers) are the rest.
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 
 /** callgrind_control on this very process: spawned, not run synchronously (valgrind must keep running us). */
 export const control = (flag: string): Promise<void> =>
@@ -20,12 +20,27 @@ let dumps = 0;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A dump file's last bytes, where callgrind writes its `totals:` line. */
+function tail(file: string): string {
+  const fd = openSync(file, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const buf = Buffer.alloc(Math.min(size, 4096));
+    readSync(fd, buf, 0, buf.length, size - buf.length);
+    return buf.toString('latin1');
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /**
  * Dumps the counters into `dir` (valgrind's --callgrind-out-file directory) and sums that dump:
  * every thread's instructions since the last dump, and the main thread's (the file ending in -01).
  * A dump also zeroes the counters. Valgrind takes the request when this process next runs, which
  * may be after callgrind_control has given up waiting (the main thread asleep in epoll): the
- * dump's files are waited for, with timers that wake the process, until all are written.
+ * dump's files are waited for, with timers that wake the process, until all are written. Only
+ * each file's tail is read: what that costs lands in the next part measured, and reading a whole
+ * dump (megabytes after a long part) would weigh on it by its size.
  */
 async function dump(dir: string): Promise<{ all: number; main?: number }> {
   const seq = ++dumps;
@@ -34,16 +49,15 @@ async function dump(dir: string): Promise<{ all: number; main?: number }> {
   let seen = -1;
   for (let waited = 0; ; waited += 50) {
     const files = readdirSync(dir).filter(mine);
-    const texts = files.map((f) => readFileSync(`${dir}/${f}`, 'utf8'));
+    const totals = files.map((f) => /^totals: (\d+)/m.exec(tail(`${dir}/${f}`)));
     // Each file ends with its totals line; the set is complete once it stops growing.
-    if (files.length > 0 && files.length === seen && texts.every((t) => /^totals: \d+/m.test(t))) {
+    if (files.length > 0 && files.length === seen && totals.every((t) => t !== null)) {
       let all = 0;
       let main: number | undefined;
       files.forEach((f, i) => {
-        let sum = 0;
-        for (const m of texts[i]!.matchAll(/^(?:summary|totals): (\d+)/gm)) sum = Math.max(sum, Number(m[1]));
-        all += sum;
-        if (f.endsWith('-01')) main = sum;
+        const n = Number(totals[i]![1]);
+        all += n;
+        if (f.endsWith('-01')) main = n;
       });
       return { all, main };
     }
