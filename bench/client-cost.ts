@@ -14,9 +14,10 @@
 //   raw         bench/raw-resp.ts: one Buffer per call on a net.Socket, replies parsed in place;
 //   raw-string  the same writing the RESP text as it is (Node encodes it into the write), as
 //               ioredis writes a command.
-// Per call: CPU µs (process.cpuUsage: all threads, moves with the machine's load) and, under
-// callgrind, this process's instructions (main thread and all threads). Round 0 warms the JIT up
-// and is not reported; each later round is reported, then the median (min-max) of the µs.
+// Per call: CPU µs (process.cpuUsage: all threads, moves with the machine's load; its system part
+// is mostly the socket's syscalls, which no client changes) and, under callgrind, this process's
+// instructions (main thread and all threads). Round 0 warms the JIT up and is not reported; each
+// later round is reported, then the median (min-max) of the µs.
 //   npx tsx bench/client-cost.ts [ioredis|node-redis|raw|raw-string|all|a,b] [N=5000] [rounds=3]
 //   VG=<dir> valgrind --tool=callgrind --callgrind-out-file=<dir>/cg.out --smc-check=all-non-file \
 //     --separate-threads=yes node --import tsx bench/client-cost.ts raw 2000 3   (the last round's)
@@ -178,7 +179,9 @@ function calls(queue: string) {
 }
 
 interface Measured {
+  /** CPU µs per call, user and system (the kernel's share: the socket's syscalls, the same for any client). */
   us: number;
+  sysUs: number;
   /** Instructions per call under callgrind (the last round only), less an empty segment's. */
   ir?: { all: number; main?: number };
   /** What a measured part costs with nothing in it, measured just before: the callgrind_control spawns and the waits for the dump. */
@@ -195,10 +198,12 @@ async function measure(n: number, counted: boolean, body: () => Promise<void>): 
   await body();
   const cpu = process.cpuUsage(cpu0);
   const us = (cpu.user + cpu.system) / n;
-  if (!empty) return { us };
+  const sysUs = cpu.system / n;
+  if (!empty) return { us, sysUs };
   const ir = await instructions(VG!);
   return {
     us,
+    sysUs,
     ir: {
       all: (ir.all - empty.all) / n,
       main: ir.main === undefined ? undefined : (ir.main - (empty.main ?? 0)) / n,
@@ -252,10 +257,11 @@ const median = (xs: number[]) => {
 
 function shown(m: Measured): string {
   const k = (n: number) => `${(n / 1000).toFixed(1)}k`;
-  if (!m.ir) return `${m.us.toFixed(1)} µs`;
+  const cpu = `${m.us.toFixed(1)} µs (${m.sysUs.toFixed(1)} system)`;
+  if (!m.ir) return cpu;
   const main = m.ir.main === undefined ? '' : `, ${k(m.ir.main)} main thread`;
   const empty = `${(m.empty!.all / 1e6).toFixed(1)}M, ${((m.empty!.main ?? 0) / 1e6).toFixed(1)}M main thread`;
-  return `${m.us.toFixed(1)} µs, ${k(m.ir.all)} instructions${main} (less an empty segment's ${empty})`;
+  return `${cpu}, ${k(m.ir.all)} instructions${main} (less an empty segment's ${empty})`;
 }
 
 async function main() {
@@ -283,7 +289,7 @@ async function main() {
     );
     // One dump cycle first: the dump code's own first run (compiling it) stays out of the count.
     if (VG) await warmDumps(VG);
-    const us = new Map<string, number[]>();
+    const us = new Map<string, { all: number[]; sys: number[] }>();
     for (let r = 0; r <= ROUNDS; r++) {
       // Rotated each round, so no client always runs first (or last) on a loaded machine.
       const order = senders.map((_, i) => senders[(i + r) % senders.length]!);
@@ -296,13 +302,16 @@ async function main() {
           ['complete', m.complete],
         ] as const) {
           const key = `${s.name} ${phase}`;
-          us.set(key, [...(us.get(key) ?? []), x.us]);
+          const seen = us.get(key) ?? { all: [], sys: [] };
+          seen.all.push(x.us);
+          seen.sys.push(x.sysUs);
+          us.set(key, seen);
         }
       }
     }
-    for (const [key, xs] of us)
+    for (const [key, { all, sys }] of us)
       console.log(
-        `${key}: ${median(xs).toFixed(1)} µs CPU/call (median of ${xs.length}, ${Math.min(...xs).toFixed(1)}-${Math.max(...xs).toFixed(1)})`,
+        `${key}: ${median(all).toFixed(1)} µs CPU/call (median of ${all.length}, ${Math.min(...all).toFixed(1)}-${Math.max(...all).toFixed(1)}), of which system ${median(sys).toFixed(1)}`,
       );
   } finally {
     for (const s of senders) await s.close().catch(() => {});

@@ -60,7 +60,10 @@ function report(
   const k = (n: number) => `${(n / N / 1000).toFixed(1)}k`;
   const main = ir?.main === undefined ? '' : ` (${k(ir.main)} main thread)`;
   const shown = ir === undefined ? '' : `, ${k(ir.all)} instructions/job${main}`;
-  console.log(`${what}: ${us.toFixed(1)} µs CPU/job, ${((N / ms) * 1000).toFixed(0)} jobs/s${shown}`);
+  const sys = `${(cpu.system / N).toFixed(1)} system`;
+  console.log(
+    `${what}: ${us.toFixed(1)} µs CPU/job (${sys}), ${((N / ms) * 1000).toFixed(0)} jobs/s${shown}`,
+  );
 }
 
 async function main() {
