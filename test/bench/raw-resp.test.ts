@@ -1,7 +1,9 @@
 // bench/raw-resp.ts, the measuring stick of bench/client-cost.ts: its replies must be the ones a
 // real client reads, however the socket cuts the bytes, or its figures compare unlike work.
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { encodeCommand, RespParser, RespReplyError } from '../../bench/raw-resp.js';
+import { ROOT, runProcess } from '../support/run-process.js';
 
 /** complete's reply shape: statuses, the claimed job's 7 fields, wake id, wait, now, next due; then nil, +OK, an error. */
 const STREAM =
@@ -57,4 +59,18 @@ describe('raw RESP client (bench)', () => {
       '*5\r\n$5\r\nFCALL\r\n$1\r\nf\r\n$1\r\n2\r\n$2\r\né\r\n$5\r\n30000\r\n',
     );
   });
+
+  it('drives both hot calls through bench/client-cost.ts with ioredis and the raw client (a smoke run)', async () => {
+    // node-redis is not a dependency: the bench installs it only for a measurement.
+    const tsx = join(ROOT, 'node_modules', '.bin', 'tsx');
+    const { code, stdout, stderr } = await runProcess(
+      tsx,
+      ['bench/client-cost.ts', 'ioredis,raw,raw-string', '30', '1'],
+      60_000,
+    );
+    expect(code, stderr).toBe(0);
+    for (const client of ['ioredis', 'raw', 'raw-string'])
+      for (const phase of ['enqueue', 'complete'])
+        expect(stdout).toMatch(new RegExp(`^${client} ${phase}: [\\d.]+ µs`, 'm'));
+  }, 90_000);
 });
