@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 
 /** callgrind_control on this very process: spawned, not run synchronously (valgrind must keep running us). */
-export const control = (flag: string): Promise<void> =>
+const control = (flag: string): Promise<void> =>
   new Promise<void>((res, rej) => {
     const p = spawn('callgrind_control', [flag, String(process.pid)], { stdio: 'ignore' });
     p.on('exit', () => res());
