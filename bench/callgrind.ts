@@ -14,11 +14,14 @@
 //   consumer's timers, whose share of c100's figure moves with the machine's load)
 //   SCRIPTS=<dir>: wire runs the scripts of that directory (a baseline checkout's protocol/scripts)
 //   SCRIPTS_VIA=eval|functions: EVALSHA or FCALL (connect's `scripts`; default functions), every row
+//   MODULE=1: the native module (module/build/echomq.so, timers off) loaded into the valgrind'd
+//   server, so a consumer sends complete+claim as EMQ.COMPLETE and its sweeps as module commands;
+//   MODULE=<path>: another build of it. NATIVE=1 (implies MODULE=1): wire and wire100 send
+//   complete+claim as EMQ.COMPLETE too (module/complete.c, complete.lua's plain case)
 //   native-add: the prototype EMQ.ENQUEUE (branch nativeadd, module/enqueue.c) against FCALL
 //   enqueue, all sent by one plain client with the runtime's tuples (7 fields, default options):
 //   N serial single-job calls and BULK (default 10000) jobs in calls of 1000, per job, on one
 //   module-loaded server (timers off), then a check that both leave the same keyspace.
-//   NATIVE=1 loads the module (timers off) for any mode.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -39,6 +42,15 @@ const what = process.argv[2] ?? 'all';
 const N = Number(process.argv[3] ?? 2000);
 const libs = (process.argv[4] ?? 'both') === 'both' ? ['echomq', 'bullmq'] : [process.argv[4]!];
 const OUT = join(tmpdir(), `emq-callgrind-${process.pid}`);
+const native = process.env.NATIVE === '1';
+const nativeCommand = 'EMQ.COMPLETE';
+const moduleEnv = process.env.MODULE ?? (native || what === 'native-add' ? '1' : '');
+const MODULE =
+  moduleEnv === '' || moduleEnv === '0'
+    ? undefined
+    : moduleEnv === '1'
+      ? join(import.meta.dirname, '..', 'module', 'build', 'echomq.so')
+      : moduleEnv;
 
 const freePort = () =>
   new Promise<number>((res) => {
@@ -72,9 +84,7 @@ async function main() {
       'no',
       '--hz',
       process.env.HZ ?? '1',
-      ...(what === 'native-add' || process.env.NATIVE === '1'
-        ? ['--loadmodule', join(import.meta.dirname, '..', 'module', 'build', 'echomq.so'), 'timers', 'off']
-        : []),
+      ...(MODULE ? ['--loadmodule', MODULE, 'timers', 'off'] : []),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
@@ -151,7 +161,7 @@ async function main() {
     for (const session of [s, ...others]) await session.close();
     const backlog = concurrency === 1 ? '' : `, backlog ${Math.max(waiting, N) + warm}`;
     return (
-      `${lib} ${shape}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}${backlog}, ${ms.toFixed(0)} ms, total ${ir})` +
+      `${lib} ${shape}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}${backlog}, ${ms.toFixed(0)} ms, total ${ir}${MODULE ? ', module loaded' : ''})` +
       stats(N)
     );
   };
@@ -176,6 +186,8 @@ async function main() {
     const run = async (name: string, argv: string[]) => {
       const sc = scripts.get(name)!;
       const keys = sc.keys.map((k) => p + k);
+      if (native && name === 'complete')
+        return (await r.call(nativeCommand, keys.length, ...keys, ...argv)) as unknown[];
       if (viaEval) return (await r.evalsha(sc.sha, keys.length, ...keys, ...argv)) as unknown[];
       return (await r.call(
         'FCALL',
@@ -200,7 +212,7 @@ async function main() {
     for (let i = 0; i < N / batch; i++) await step();
     const ir = total();
     r.disconnect();
-    return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
+    return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${native ? nativeCommand : viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
   };
   /**
    * The plain enqueue by FCALL and by the prototype module commands, one plain client, the

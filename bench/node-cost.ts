@@ -7,10 +7,14 @@
 //   VG=<dir> valgrind --tool=callgrind --callgrind-out-file=<dir>/cg.out --smc-check=all-non-file \
 //     --separate-threads=yes node --import tsx bench/node-cost.ts 1 2000 3   (the last round's)
 // Under valgrind the JIT warms up slowly: 3 rounds, and the main thread's figure, compare best.
+//   PROF=<file.cpuprofile> npx tsx bench/node-cost.ts 1 5000 3: a V8 CPU profile of the last round
+//   only (not the backlog's enqueueMany, not the warm-up), for bench/profile-groups.ts
 import { execFileSync, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { createServer } from 'node:net';
 import { EchoMQ } from '../src/index.js';
+import { instructions, warmDumps, zeroInstructions } from './self-callgrind.js';
 
 const MODE = process.argv[2] ?? '1';
 const ADD = MODE === 'add';
@@ -18,6 +22,24 @@ const C = ADD ? 0 : Number(MODE);
 const N = Number(process.argv[3] ?? 5000);
 const ROUNDS = Number(process.argv[4] ?? 3);
 const VG = process.env.VG;
+const PROF = process.env.PROF;
+
+/** The inspector's sampling profiler on this process, around the measured round only. */
+async function profiled<T>(measured: boolean, body: () => Promise<T>): Promise<T> {
+  if (!PROF || !measured) return body();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  try {
+    return await body();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(PROF, JSON.stringify(profile));
+    session.disconnect();
+  }
+}
 
 const freePort = () =>
   new Promise<number>((res) => {
@@ -27,36 +49,6 @@ const freePort = () =>
       s.close(() => res(p));
     });
   });
-
-/** callgrind_control on this very process: spawned, not run synchronously (valgrind must keep running us). */
-const control = (flag: string) =>
-  new Promise<void>((res, rej) => {
-    const p = spawn('callgrind_control', [flag, String(process.pid)], { stdio: 'ignore' });
-    p.on('exit', () => res());
-    p.on('error', rej);
-  });
-
-/**
- * Instructions since the last zeroing: every thread's, and the main thread's (the JS, the event
- * loop). Run with --separate-threads=yes for the second; V8's background threads (TurboFan
- * compiling, GC helpers) are the rest, and their share still moves with the JIT's warm-up.
- */
-async function instructions(dir: string): Promise<{ all: number; main?: number }> {
-  await control('-d');
-  const seq = (f: string) => Number(f.split('.')[2]!.split('-')[0]);
-  const files = readdirSync(dir).filter((f) => /^cg\.out\.\d+/.test(f));
-  const last = Math.max(...files.map(seq));
-  let all = 0;
-  let main: number | undefined;
-  for (const f of files.filter((f) => seq(f) === last)) {
-    let sum = 0;
-    for (const m of readFileSync(`${dir}/${f}`, 'utf8').matchAll(/^(?:summary|totals): (\d+)/gm))
-      sum = Math.max(sum, Number(m[1]));
-    all += sum;
-    if (f.endsWith('-01')) main = sum;
-  }
-  return { all, main };
-}
 
 function report(
   what: string,
@@ -68,7 +60,10 @@ function report(
   const k = (n: number) => `${(n / N / 1000).toFixed(1)}k`;
   const main = ir?.main === undefined ? '' : ` (${k(ir.main)} main thread)`;
   const shown = ir === undefined ? '' : `, ${k(ir.all)} instructions/job${main}`;
-  console.log(`${what}: ${us.toFixed(1)} µs CPU/job, ${((N / ms) * 1000).toFixed(0)} jobs/s${shown}`);
+  const sys = `${(cpu.system / N).toFixed(1)} system`;
+  console.log(
+    `${what}: ${us.toFixed(1)} µs CPU/job (${sys}), ${((N / ms) * 1000).toFixed(0)} jobs/s${shown}`,
+  );
 }
 
 async function main() {
@@ -87,15 +82,19 @@ async function main() {
   }
   const mq = await EchoMQ.connect({ url: `redis://127.0.0.1:${port}` });
   try {
+    // One dump cycle first: the dump code's own first run (compiling it) stays out of the count.
+    if (VG) await warmDumps(VG);
     for (let round = 0; round <= ROUNDS; round++) {
       const q = mq.queue<{ i: number; s: string }, void>(`cost-${round}`);
       if (ADD) {
         await q.enqueue({ i: -1, s: '' }); // hello and the first call's setup, outside the count
         const measured = round === ROUNDS;
-        if (VG && measured) await control('-z');
+        if (VG && measured) await zeroInstructions(VG);
         const cpu0 = process.cpuUsage();
         const t0 = performance.now();
-        for (let i = 0; i < N; i++) await q.enqueue({ i, s: 'x'.repeat(64) });
+        await profiled(measured, async () => {
+          for (let i = 0; i < N; i++) await q.enqueue({ i, s: 'x'.repeat(64) });
+        });
         const cpu = process.cpuUsage(cpu0);
         const ms = performance.now() - t0;
         const ir = VG && measured ? await instructions(VG) : undefined;
@@ -105,17 +104,20 @@ async function main() {
       const items = Array.from({ length: N }, (_, i) => ({ data: { i, s: 'x'.repeat(64) } }));
       for (let i = 0; i < items.length; i += 1000) await q.enqueueMany(items.slice(i, i + 1000));
       const measured = round === ROUNDS;
-      if (VG && measured) await control('-z');
+      if (VG && measured) await zeroInstructions(VG);
       let done = 0;
       let resolve!: () => void;
       const all = new Promise<void>((r) => (resolve = r));
       const cpu0 = process.cpuUsage();
       const t0 = performance.now();
-      const consumer = q.consume(async () => {}, { concurrency: C });
-      consumer.on('completed', () => {
-        if (++done === N) resolve();
+      const consumer = await profiled(measured, async () => {
+        const consumer = q.consume(async () => {}, { concurrency: C });
+        consumer.on('completed', () => {
+          if (++done === N) resolve();
+        });
+        await all;
+        return consumer;
       });
-      await all;
       const cpu = process.cpuUsage(cpu0);
       const ms = performance.now() - t0;
       const ir = VG && measured ? await instructions(VG) : undefined;

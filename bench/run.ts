@@ -46,7 +46,7 @@ const USAGE = `usage: tsx bench/run.ts [--quick | --tiny | --large] [--only <wor
   --only    workload ids or prefixes (e.g. process, ceiling, latency-500)
   --rounds  rounds per workload and library (default 3; 1 with --quick or --tiny)
   --hz      start redis-server with this --hz (default: Redis's own, 10)
-  --module  load the native module (npm run build:module first): EchoMQ sweeps with its commands
+  --module  load the native module (npm run build:module first): EchoMQ sweeps and completes with its commands
   --protocol  the protocol version EchoMQ's queues start at (default the runtime's, 2, which keeps no max of 3
               per row; 1 writes it, as a fleet beside a release speaking 1 only does)
 workloads: ${[...WORKLOADS.map((w) => w.id), ...CEILINGS.map((c) => c.id)].join(', ')}`;

@@ -1,7 +1,9 @@
 /* The EchoMQ module: the protocol's two sweeps as server commands, EMQ.PROMOTE and
- * EMQ.STALLED.CHECK, replying exactly as promote.lua and sweep_stalled.lua do, and timers that
+ * EMQ.STALLED.CHECK, replying exactly as promote.lua and sweep_stalled.lua do, complete.lua's plain
+ * case as EMQ.COMPLETE (complete.c), and timers that
  * release each queue's due jobs and recover its expired leases (timers.c, EMQ.TIMERS). Load it with
  * `redis-server --loadmodule module/build/echomq.so [timers off]` (or MODULE LOAD). */
+#include "complete.h"
 #include "enqueue.h"
 #include "promote.h"
 #include "redis_api.h"
@@ -32,7 +34,7 @@ int emq_api_init(RedisModuleCtx *ctx, const char *name, int version) {
   return REDISMODULE_OK;
 }
 
-/* Both write, so replicas refuse them and the server checks maxmemory before running one;
+/* All write, so replicas refuse them and the server checks maxmemory before running one;
  * the keys are found by the command itself (numkeys, as EVALSHA's). */
 /* Not deny-oom: like the scripts (`#!lua flags=allow-oom`), a sweep runs on a full server, since
  * recovering leases and releasing due jobs is how its jobs go on to end and retention frees memory. */
@@ -44,6 +46,13 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.stalled.check", emq_stalled_check, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
-  if (emq_enqueue_register(ctx, FLAGS) != REDISMODULE_OK) return REDISMODULE_ERR; /* a prototype: performance.md */
+  /* complete.lua's plain case; anything else is refused (EMQNATIVE) for the caller to send the script.
+   * -DEMQ_WITHOUT_COMPLETE (make without-complete): the earlier release's module, for a test. */
+#ifndef EMQ_WITHOUT_COMPLETE
+  if (RedisModule_CreateCommand(ctx, "emq.complete", emq_complete, FLAGS, 2, 2, 1) != REDISMODULE_OK)
+    return REDISMODULE_ERR;
+#endif
+  /* enqueue.lua's plain case; anything else is refused (EMQNATIVE) for the caller to send the script. */
+  if (emq_enqueue_register(ctx, FLAGS) != REDISMODULE_OK) return REDISMODULE_ERR;
   return emq_timers_load(ctx, argv, argc);
 }

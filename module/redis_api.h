@@ -112,6 +112,15 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent e
   X(int, KeyType, (RedisModuleKey * key), 1)                                                    \
   X(size_t, ValueLength, (RedisModuleKey * key), 1)                                             \
   X(int, HashGet, (RedisModuleKey * key, int flags, ...), 1)                                    \
+  X(int, KeyExists, (RedisModuleCtx * ctx, RedisModuleString * keyname), 1)                     \
+  X(int, ZsetScore, (RedisModuleKey * key, RedisModuleString * ele, double *score), 1)          \
+  X(int, HashSet, (RedisModuleKey * key, int flags, ...), 1)                                    \
+  X(int, ZsetAdd, (RedisModuleKey * key, double score, RedisModuleString * ele, int *flagsptr), 1) \
+  X(int, StreamAdd,                                                                             \
+    (RedisModuleKey * key, int flags, RedisModuleStreamID *id, RedisModuleString **argv, long numfields), 1) \
+  X(long long, StreamTrimByLength, (RedisModuleKey * key, int flags, long long length), 1)     \
+  X(int, Replicate, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...), 1)      \
+  X(int, NotifyKeyspaceEvent, (RedisModuleCtx * ctx, int type, const char *event, RedisModuleString *key), 1) \
   X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...), 1) \
   X(void, FreeCallReply, (RedisModuleCallReply * reply), 1)                                     \
   X(int, CallReplyType, (RedisModuleCallReply * reply), 1)                                      \
@@ -133,16 +142,11 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent e
   X(int, ZsetFirstInScoreRange, (RedisModuleKey * key, double min, double max, int minex, int maxex), 1) \
   X(RedisModuleString *, ZsetRangeCurrentElement, (RedisModuleKey * key, double *score), 1)    \
   X(void, ZsetRangeStop, (RedisModuleKey * key), 1)                                             \
-  X(long long, CachedMicroseconds, (void), 0)                                                  \
-  X(int, KeyExists, (RedisModuleCtx * ctx, RedisModuleString * keyname), 1)                     \
-  X(int, HashSet, (RedisModuleKey * key, int flags, ...), 1)                                    \
-  X(int, ZsetAdd, (RedisModuleKey * key, double score, RedisModuleString * ele, int *flagsptr), 1) \
-  X(int, ZsetScore, (RedisModuleKey * key, RedisModuleString * ele, double *score), 1)          \
-  X(int, StreamAdd,                                                                             \
-    (RedisModuleKey * key, int flags, RedisModuleStreamID *id, RedisModuleString **argv, long numfields), 1) \
-  X(long long, StreamTrimByLength, (RedisModuleKey * key, int flags, long long length), 1)     \
-  X(int, Replicate, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...), 1)      \
-  X(int, NotifyKeyspaceEvent, (RedisModuleCtx * ctx, int type, const char *event, RedisModuleString *key), 1)
+  X(int, ReplyWithStringBuffer, (RedisModuleCtx * ctx, const char *buf, size_t len), 1)       \
+  X(int, ReplyWithNull, (RedisModuleCtx * ctx), 1)                                              \
+  X(int, ZsetRangeNext, (RedisModuleKey * key), 1)                                              \
+  X(int, ZsetRangeEndReached, (RedisModuleKey * key), 1)                                        \
+  X(long long, CachedMicroseconds, (void), 0)
 
 #define EMQ_DECLARE(ret, name, params, required) extern ret(*RedisModule_##name) params;
 EMQ_REDIS_API(EMQ_DECLARE)

@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'EMQPROTOCOL' // a queue written by an incompatible protocol version
   | 'EMQFLEET' // migrate: a live consumer does not speak the version it steps to; a consumer's recovery differs from the queue's meta the module's timers run
   | 'EMQNOMODULE' // connect({ module: 'require' }) on a server without the native module
+  | 'EMQNATIVE' // the module's EMQ.COMPLETE outside its plain case (nothing written): the connector sends the script instead, so callers never see it
   | 'EMQSANDBOX' // a sandboxed handler's thread or process ended while running a job
   | 'EMQDURABILITY'; // a write the replicas asked for did not confirm in time (durability)
 

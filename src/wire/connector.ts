@@ -8,7 +8,7 @@ import { type Durability, durabilityOf, ReplicatedWrites, type Replication } fro
 import { type ScriptsMode, ScriptTransport, type Send, scriptsModeOf } from './functions.js';
 import { PROTOCOL_VERSION, PROTOCOL_VERSIONS } from './keyspace.js';
 import { isMemoryUrl, type MemoryEngine, openMemory } from './memory/index.js';
-import type { ModuleMode } from './native-module.js';
+import { isRequiredCommand, type ModuleMode } from './native-module.js';
 import type { Script } from './scripts.js';
 import { isAuthError, isConnectionError, shownUrl, unreachable } from './unreachable.js';
 
@@ -28,8 +28,9 @@ export interface ConnectOptions {
   redisOptions?: RedisOptions | undefined;
   /**
    * The native module (module/, docs/reference/native-module.md): 'auto' (default) sends the sweeps
-   * as its commands where the server offers them, 'off' always as scripts, 'require' refuses to
-   * connect without it.
+   * and complete's plain case as its commands where the server offers them, 'off' always as
+   * scripts, 'require' refuses to connect without its sweeps (a module of an earlier release,
+   * without EMQ.COMPLETE, is enough: complete then goes by the script).
    */
   module?: ModuleMode | undefined;
   /**
@@ -98,6 +99,15 @@ export class Connector {
   private readonly observers = new Set<ScriptObserver>();
   /** Script name -> module command, for the scripts the server runs natively (set at connect). */
   readonly native = new Map<string, string>();
+  /**
+   * `<script> <prefix>` -> until when (performance.now()) that queue's calls of that script go by
+   * the script: the module refused one there as outside its case (EMQNATIVE: a queue with lanes,
+   * a cap, a flow parent...). One entry per such queue, dropped by that queue's first call after
+   * it ran out; no timer.
+   */
+  private readonly scriptOnly = new Map<string, number>();
+  /** How long a queue goes by the script after a refusal, in ms (NATIVE_REFUSED_MS; tests shorten it). */
+  nativeRefusedMs = NATIVE_REFUSED_MS;
   moduleMode: ModuleMode = 'off';
   /** The version hello stamps into a queue that has none (connect's `protocolVersion`). */
   newQueueVersion = Number(PROTOCOL_VERSION);
@@ -274,7 +284,7 @@ export class Connector {
     this.assertOpen();
     const started = this.observers.size > 0 ? performance.now() : undefined;
     try {
-      const command = durability ? undefined : this.native.get(script.name);
+      const command = durability ? undefined : this.nativeFor(script, argv);
       const reply = durability
         ? await this.replicatedWrites().run(script, keys, argv, durability)
         : command
@@ -315,9 +325,27 @@ export class Connector {
   }
 
   /**
-   * The module's command, with the script's KEYS and ARGV. A server that no longer knows it (a
-   * restart without the module, a failover to a node without it) gets this call and the later
-   * ones as the script, unless the module was required.
+   * The module command to send `script`'s call as, if any: none while its queue (ARGV[1], the
+   * key prefix, for every script the module offers) goes by the script after a refusal.
+   */
+  private nativeFor(script: Script, argv: readonly (string | number)[]): string | undefined {
+    const command = this.native.get(script.name);
+    if (command === undefined || this.scriptOnly.size === 0) return command;
+    const key = `${script.name} ${argv[0]}`;
+    const until = this.scriptOnly.get(key);
+    if (until === undefined) return command;
+    if (performance.now() < until) return undefined;
+    this.scriptOnly.delete(key);
+    return command;
+  }
+
+  /**
+   * The module's command, with the script's KEYS and ARGV. A refusal as outside the command's
+   * case (EMQNATIVE, nothing written) sends the same call as the script at once, and that
+   * queue's later calls too for nativeRefusedMs (30 s), so a queue with lanes pays one extra round
+   * trip per window, not per call. A server that no longer knows the command (a restart without
+   * the module, a failover to a node without it, or to a module of an earlier release) gets this
+   * call and the later ones as the script, unless the module (its sweeps) was required.
    */
   private async runNative(
     command: string,
@@ -325,16 +353,27 @@ export class Connector {
     keys: readonly string[],
     argv: readonly (string | number)[],
   ) {
+    const args: (string | number)[] = [keys.length];
+    for (const k of keys) args.push(k);
+    for (const a of argv) args.push(a);
     try {
-      return await this.client.call(command, keys.length, ...keys, ...argv);
+      return await this.client.call(command, args);
     } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('ERR unknown command')) throw err;
-      if (this.moduleMode === 'require') {
+      if (!(err instanceof Error)) throw err;
+      if (err.message.startsWith('EMQNATIVE ')) {
+        this.scriptOnly.set(`${script.name} ${argv[0]}`, performance.now() + this.nativeRefusedMs);
+        return this.runScript(script, keys, argv);
+      }
+      if (!err.message.startsWith('ERR unknown command')) throw err;
+      if (this.moduleMode === 'require' && isRequiredCommand(command)) {
         throw new EchoMQError('EMQNOMODULE', `the server no longer offers ${command} (module: 'require')`, {
           cause: err,
         });
       }
-      this.native.clear();
+      // A sweep unknown: the module is gone, and its other commands with it. EMQ.COMPLETE alone
+      // unknown: a module of an earlier release, whose sweeps still answer.
+      if (isRequiredCommand(command)) this.native.clear();
+      else this.native.delete(script.name);
       return this.runScript(script, keys, argv);
     }
   }
@@ -392,6 +431,9 @@ export class Connector {
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+
+/** How long a queue goes by the script after the module refused its call (EMQNATIVE), in ms. */
+export const NATIVE_REFUSED_MS = 30_000;
 
 /** A client's server for messages: host:port, or the cluster's first node. */
 function whereOf(client: RedisClient): string {

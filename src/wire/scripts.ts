@@ -65,8 +65,14 @@ export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 
 export function parseScript(name: string, body: string): Script {
   const line = /^-- KEYS:(.*)$/m.exec(body);
   if (!line) throw new Error(`protocol/scripts/${name}.lua has no "-- KEYS:" line in its contract`);
-  const keys = (line[1] ?? '').trim().split(/\s+/).filter(Boolean);
-  const unknown = keys.find((k) => !(SCRIPT_KEYS as readonly string[]).includes(k));
+  const names = (line[1] ?? '').trim().split(/\s+/).filter(Boolean);
+  // Each name as SCRIPT_KEYS's own literal, not a slice of the script's text: that text holds
+  // characters beyond Latin-1 (its comments), so V8 stores it, and every slice of it, two bytes a
+  // character, and so every key built from a slice. Each call's RESP (one string concatenated
+  // from the keys) was then two-byte as well, and Node transcoded it from UTF-16 on every socket
+  // write instead of copying its bytes.
+  const keys = names.map((k) => SCRIPT_KEYS.find((known) => known === k));
+  const unknown = names.find((_, i) => keys[i] === undefined);
   if (unknown !== undefined) {
     throw new Error(`protocol/scripts/${name}.lua lists KEYS "${unknown}", not a key of SPEC section 4`);
   }

@@ -29,7 +29,8 @@ function moduleRunner(form: 'full' | 'short'): CallRunner {
 }
 
 const env = nativeModule.path ? useRedisServer({ args: loadModuleArgs() }) : undefined;
-const sweeps = files.filter((f) => f.script in NATIVE_COMMANDS);
+// The sweeps; complete's plain case (EMQ.COMPLETE) is held to its script by native-complete.test.ts.
+const sweeps = files.filter((f) => f.script === 'promote' || f.script === 'sweep_stalled');
 
 describe.skipIf(!nativeModule.path)(
   `the native module on a module-loaded redis-server${nativeModule.missing ? ` (${nativeModule.missing})` : ''}`,

@@ -36,7 +36,11 @@ describe.skipIf(!nativeModule.path)(
     it("module 'auto' (the default) sends both sweeps as the module's commands", async () => {
       const mq = await EchoMQ.connect({ url: env!.server.url });
       try {
-        expect([...mq.connector.native.values()].sort()).toEqual(['EMQ.PROMOTE', 'EMQ.STALLED.CHECK']);
+        expect([...mq.connector.native.values()].sort()).toEqual([
+          'EMQ.COMPLETE',
+          'EMQ.PROMOTE',
+          'EMQ.STALLED.CHECK',
+        ]);
         const q = mq.queue(uniqueQueue('auto'));
         await q.enqueueAt({ n: 1 }, 1000, { id: 'JOBdue' });
         const [promotes, checks] = [await calls(raw, 'emq.promote'), await calls(raw, 'emq.stalled.check')];
@@ -66,7 +70,7 @@ describe.skipIf(!nativeModule.path)(
 
     it("module 'require' connects where the module is loaded and refuses with EMQNOMODULE where not", async () => {
       const mq = await EchoMQ.connect({ url: env!.server.url, module: 'require' });
-      expect(mq.connector.native.size).toBe(2);
+      expect(mq.connector.native.size).toBe(3);
       await mq.close();
       await expect(EchoMQ.connect({ url: plain.url, module: 'require' })).rejects.toMatchObject({
         code: 'EMQNOMODULE',
