@@ -18,7 +18,7 @@
 //   server, so a consumer sends complete+claim as EMQ.COMPLETE and its sweeps as module commands;
 //   MODULE=<path>: another build of it. NATIVE=1 (implies MODULE=1): wire and wire100 send
 //   complete+claim as EMQ.COMPLETE too (module/complete.c, complete.lua's plain case)
-//   native-add: the prototype EMQ.ENQUEUE (branch nativeadd, module/enqueue.c) against FCALL
+//   native-add: EMQ.ENQUEUE (module/enqueue.c, enqueue.lua's plain case) against FCALL
 //   enqueue, all sent by one plain client with the runtime's tuples (7 fields, default options):
 //   N serial single-job calls and BULK (default 10000) jobs in calls of 1000, per job, on one
 //   module-loaded server (timers off), then a check that both leave the same keyspace.
@@ -215,7 +215,7 @@ async function main() {
     return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${native ? nativeCommand : viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
   };
   /**
-   * The plain enqueue by FCALL and by the prototype module commands, one plain client, the
+   * The plain enqueue by FCALL and by the module command EMQ.ENQUEUE, one plain client, the
    * runtime's 7-field tuples: serial single-job calls, then calls of 1000. Instructions per job.
    */
   const nativeAdd = async (): Promise<string[]> => {
@@ -227,8 +227,7 @@ async function main() {
     const KEYS = ['pending', 'events', 'wake', 'meta', 'ring'];
     const paths: [string, string[]][] = [
       ['FCALL enqueue', ['FCALL', fname]],
-      ['EMQ.ENQUEUE (key API)', ['EMQ.ENQUEUE']],
-      ['EMQ.ENQUEUE.CALL (RedisModule_Call)', ['EMQ.ENQUEUE.CALL']],
+      ['EMQ.ENQUEUE', ['EMQ.ENQUEUE']],
     ];
     const send = (how: string[], p: string, tuples: string[]) =>
       r.call(how[0]!, ...how.slice(1), KEYS.length, ...KEYS.map((k) => p + k), p, ...tuples);

@@ -1,6 +1,4 @@
-/* EMQ.ENQUEUE: protocol/scripts/enqueue.lua as a command, for the plain case only. A prototype
- * (branch nativeadd) that measures what a native admission saves against FCALL enqueue
- * (docs/reference/performance.md); it is not in SPEC 26 and no runtime sends it.
+/* EMQ.ENQUEUE: protocol/scripts/enqueue.lua as a command, for the plain case only (SPEC 26).
  *
  *   EMQ.ENQUEUE 5 pending events wake meta ring prefix <7-field tuples>
  *   EMQ.ENQUEUE 1 pending prefix <7-field tuples>            (the rest by prefix)
@@ -13,15 +11,12 @@
  *
  * One clock reading, a read pass that decides every tuple's fate (the idempotency window, the
  * row's existence, an id named twice in the call) and checks the type of every key the writes
- * will touch, then a write pass making the script's writes: a row (one HSET) per admitted job,
- * pending (one ZADD of them all, where the script makes one a job: the same members and scores,
- * in one MULTI/EXEC either way), the added entry (one for the call when the names agree), the
- * wake.
- *
- * Two write passes, to measure one against the other: EMQ.ENQUEUE writes through the low-level
- * key API (RedisModule_HashSet, ZsetAdd, StreamAdd) and replicates each write explicitly as the
- * command a script's effects would propagate (XADD with its id and MAXLEN = the length left);
- * EMQ.ENQUEUE.CALL makes the same writes by RedisModule_Call, as promote.c does. */
+ * will touch, then a write pass making the script's writes by RedisModule_Call, as promote.c
+ * does: a row (one HSET) per admitted job, pending (one ZADD of them all, as the script makes
+ * it for a call of several jobs), the added entry (one for the call when the names agree), the
+ * wake. A write pass through the low-level key API with hand-made replication was measured
+ * beside this one (branch nativeadd) and not kept: 55.4k against 57.9k instructions a serial
+ * job, slower in bulk, and its replication a second thing to keep equal to Redis's own. */
 #include "enqueue.h"
 #include "host.h"
 
@@ -171,8 +166,8 @@ typedef struct {
   int unset_max;              /* protocol version >= 2: a max of 3 is not written */
   int woke;                   /* pending was absent and a job went to it */
   int same_name;              /* every admitted job has the first's name: one added entry */
-  long long emax;
-  RedisModuleString *emax_text;
+  long long emax;               /* events_max, checked before anything is written */
+  RedisModuleString *emax_text; /* as XADD's MAXLEN ~ takes it */
 } Plan;
 
 /* lib/idempotency.lua's ids_window of meta's keep_ids_ms. */
@@ -255,7 +250,7 @@ static int read_pass(Sweep *s, Plan *P) {
 
 /* ── the write pass ───────────────────────────────────────────────────────── */
 
-/* The row the script's one HSET writes: field, value pairs, NULL after the last. */
+/* The row the script's one HSET writes: field, value pairs (at most 7), their count. */
 static int row_of(Sweep *s, const Plan *P, int b, RedisModuleString **row) {
   int k = 0;
   row[k++] = S[S_STATE], row[k++] = S[S_PENDING];
@@ -271,7 +266,6 @@ static int row_of(Sweep *s, const Plan *P, int b, RedisModuleString **row) {
   Str max = arg(s, b + F_MAX);
   if (max.n != 0 && !(P->unset_max && str_eq(max, "3"))) row[k++] = S[S_MAX], row[k++] = s->argv[b + F_MAX];
   if (arg(s, b + F_BACKOFF).n != 0) row[k++] = S[S_BACKOFF], row[k++] = s->argv[b + F_BACKOFF];
-  for (int j = k; j < 16; j++) row[j] = NULL;
   return k;
 }
 
@@ -315,91 +309,6 @@ static void single_entry(Sweep *s, int b, Entry *e) {
   e->f[e->n++] = S[S_NAME], e->f[e->n++] = s->argv[b + F_NAME];
 }
 
-/* ── by the low-level key API ── */
-
-/* XADD <key> MAXLEN ~ <cap> * <fields>: the entry, the trim, the notifications XADD makes, and
- * the XADD propagated as Redis rewrites it (the id it got, MAXLEN = the length left). */
-static int stream_add(Sweep *s, RedisModuleString *key, long long cap, RedisModuleString **fields, int n) {
-  RedisModuleKey *k = RedisModule_OpenKey(s->ctx, key, REDISMODULE_WRITE);
-  RedisModuleStreamID id;
-  if (RedisModule_StreamAdd(k, REDISMODULE_STREAM_ADD_AUTOID, &id, fields, n / 2) != REDISMODULE_OK) {
-    RedisModule_CloseKey(k);
-    return 0;
-  }
-  RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_STREAM, "xadd", key);
-  if (RedisModule_StreamTrimByLength(k, REDISMODULE_STREAM_TRIM_APPROX, cap) > 0)
-    RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_STREAM, "xtrim", key);
-  long long left = (long long)RedisModule_ValueLength(k);
-  RedisModule_CloseKey(k);
-  char idtext[48];
-  int idn = snprintf(idtext, sizeof(idtext), "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
-  RedisModule_Replicate(s->ctx, "XADD", "scclbv", key, "MAXLEN", "=", left, idtext, (size_t)idn, fields, (size_t)n);
-  return 1;
-}
-
-/* The call's ZADD pending, replicated as one command for every admitted job (score, id pairs):
- * a RedisModule_Replicate costs a command lookup and an argument vector (~2.5k instructions
- * under callgrind) whether or not anything is propagated, and one ZADD of all the members
- * leaves a replica what the script's one ZADD a job leaves it. */
-static void replicate_pending(Sweep *s, const Plan *P) {
-  RedisModuleString **v = RedisModule_Alloc(sizeof(*v) * 2 * (size_t)P->admitted);
-  int k = 0;
-  for (int i = 0; i < P->t.n; i++) {
-    if (!P->admit[i]) continue;
-    int b = P->t.first + i * P->t.w;
-    v[k++] = s->argv[b + F_PRIO];
-    v[k++] = s->argv[b + F_ID];
-  }
-  RedisModule_Replicate(s->ctx, "ZADD", "sv", s->key[PENDING], v, (size_t)k);
-  RedisModule_Free(v);
-}
-
-static int write_by_keys(Sweep *s, const Plan *P) {
-  RedisModuleKey *pk = RedisModule_OpenKey(s->ctx, s->key[PENDING], REDISMODULE_WRITE);
-  int j = 0, first = -1;
-  for (int i = 0; i < P->t.n; i++) {
-    if (!P->admit[i]) continue;
-    int b = P->t.first + i * P->t.w;
-    RedisModuleString *row[17];
-    int k = row_of(s, P, b, row);
-    RedisModuleString *jk = P->jk[j++];
-    RedisModuleKey *rk = RedisModule_OpenKey(s->ctx, jk, REDISMODULE_WRITE);
-    RedisModule_HashSet(rk, 0, row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
-                        row[10], row[11], row[12], row[13], row[14], row[15], NULL);
-    RedisModule_CloseKey(rk);
-    RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_HASH, "hset", jk);
-    RedisModule_Replicate(s->ctx, "HSET", "sv", jk, row, (size_t)k);
-    long long prio = 0;
-    parse_whole(arg(s, b + F_PRIO), 0, &prio);
-    if (RedisModule_ZsetAdd(pk, (double)prio, s->argv[b + F_ID], NULL) != REDISMODULE_OK) {
-      RedisModule_CloseKey(pk);
-      return 0;
-    }
-    RedisModule_NotifyKeyspaceEvent(s->ctx, REDISMODULE_NOTIFY_ZSET, "zadd", s->key[PENDING]);
-    if (first < 0) first = b;
-  }
-  RedisModule_CloseKey(pk);
-  replicate_pending(s, P);
-  Entry e;
-  if (P->same_name) {
-    batch_entry(s, P, first, &e);
-    if (!stream_add(s, s->key[EVENTS], P->emax, e.f, e.n)) return 0;
-  } else {
-    for (int i = 0; i < P->t.n; i++) {
-      if (!P->admit[i]) continue;
-      single_entry(s, P->t.first + i * P->t.w, &e);
-      if (!stream_add(s, s->key[EVENTS], P->emax, e.f, e.n)) return 0;
-    }
-  }
-  if (P->woke) {
-    RedisModuleString *w[2] = {S[S_W], S[S_ONE]};
-    if (!stream_add(s, s->key[WAKE], 100, w, 2)) return 0;
-  }
-  return 1;
-}
-
-/* ── by RedisModule_Call ── */
-
 static int call_ok(RedisModuleCallReply *r) {
   if (!r) return 0;
   RedisModule_FreeCallReply(r);
@@ -410,8 +319,8 @@ static int xadd_call(Sweep *s, RedisModuleString *key, RedisModuleString *cap, R
   return call_ok(WRITE(s, "XADD", "sccscv", key, "MAXLEN", "~", cap, "*", fields, (size_t)n));
 }
 
-/* One ZADD pending of every admitted job (score, id pairs), as the key API's pass replicates it:
- * the same members and scores as the script's ZADD a job, one command call instead of k. */
+/* One ZADD pending of every admitted job (score, id pairs): the same members and scores as the
+ * script's ZADD a job, one command call instead of k (bulk 24.2k -> 19.5k instructions a job). */
 static int zadd_pending_call(Sweep *s, const Plan *P) {
   RedisModuleString **v = RedisModule_Alloc(sizeof(*v) * 2 * (size_t)P->admitted);
   int k = 0;
@@ -426,12 +335,15 @@ static int zadd_pending_call(Sweep *s, const Plan *P) {
   return ok;
 }
 
-static int write_by_call(Sweep *s, const Plan *P) {
+/* The script's writes, each by RedisModule_Call with "!": Redis propagates every call as the
+ * command it ran (one MULTI/EXEC around the command's calls), as it does a script's effects, so
+ * nothing here is replicated by hand. */
+static int write_pass(Sweep *s, const Plan *P) {
   int j = 0, first = -1;
   for (int i = 0; i < P->t.n; i++) {
     if (!P->admit[i]) continue;
     int b = P->t.first + i * P->t.w;
-    RedisModuleString *row[17];
+    RedisModuleString *row[14];
     int k = row_of(s, P, b, row);
     if (!call_ok(WRITE(s, "HSET", "sv", P->jk[j++], row, (size_t)k))) return 0;
     if (first < 0) first = b;
@@ -458,21 +370,20 @@ static int write_by_call(Sweep *s, const Plan *P) {
 
 /* ── the command ──────────────────────────────────────────────────────────── */
 
-static int enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int by_call) {
+static int emq_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (RedisModule_IsKeysPositionRequest(ctx)) {
     sweep_key_positions(ctx, argv, argc);
     return REDISMODULE_OK;
   }
   RedisModule_AutoMemory(ctx);
   Sweep sweep, *s = &sweep;
-  const char *verb = by_call ? "EMQ.ENQUEUE.CALL" : "EMQ.ENQUEUE";
-  if (!sweep_shape(s, ctx, verb, argv, argc, KEYS, NKEYS, 1, argv_ok)) return REDISMODULE_OK;
+  if (!sweep_shape(s, ctx, "EMQ.ENQUEUE", argv, argc, KEYS, NKEYS, 1, argv_ok)) return REDISMODULE_OK;
   Plan plan, *P = &plan;
   memset(P, 0, sizeof(*P));
   tuples_of(s, &P->t);
   int ok = read_pass(s, P);
   if (ok && P->admitted > 0) {
-    ok = by_call ? write_by_call(s, P) : write_by_keys(s, P);
+    ok = write_pass(s, P);
     if (!ok) {
       RedisModule_Free(P->admit);
       RedisModule_Free(P->jk);
@@ -489,15 +400,7 @@ static int enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int 
   return REDISMODULE_OK;
 }
 
-static int emq_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) { return enqueue(ctx, argv, argc, 0); }
-
-static int emq_enqueue_call(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  return enqueue(ctx, argv, argc, 1);
-}
-
 int emq_enqueue_register(RedisModuleCtx *ctx, const char *flags) {
   for (int i = 0; i < NSTR; i++) S[i] = RedisModule_CreateString(NULL, TEXTS[i], strlen(TEXTS[i]));
-  if (RedisModule_CreateCommand(ctx, "emq.enqueue", emq_enqueue, flags, 2, 2, 1) != REDISMODULE_OK)
-    return REDISMODULE_ERR;
-  return RedisModule_CreateCommand(ctx, "emq.enqueue.call", emq_enqueue_call, flags, 2, 2, 1);
+  return RedisModule_CreateCommand(ctx, "emq.enqueue", emq_enqueue, flags, 2, 2, 1);
 }

@@ -1,8 +1,7 @@
-/* EMQ.ENQUEUE (a prototype, branch nativeadd), see enqueue.c. */
+/* EMQ.ENQUEUE, enqueue.lua's plain case as a command: see enqueue.c. */
 #ifndef EMQ_ENQUEUE_H
 #define EMQ_ENQUEUE_H
 #include "redis_api.h"
-/* Registers EMQ.ENQUEUE (writes by the low-level key API) and EMQ.ENQUEUE.CALL (the same
- * writes by RedisModule_Call), so the two can be measured side by side. */
+/* Registers EMQ.ENQUEUE (its strings made once, at load). */
 int emq_enqueue_register(RedisModuleCtx *ctx, const char *flags);
 #endif

@@ -44,15 +44,6 @@
 /* RedisModule_HashGet flags: the field names are C strings. */
 #define REDISMODULE_HASH_CFIELDS (1 << 2)
 
-/* The key API's stream writes (EMQ.ENQUEUE's prototype, enqueue.c): an id made as XADD's `*`
- * makes it, and a trim like MAXLEN's `~`. */
-#define REDISMODULE_STREAM_ADD_AUTOID (1 << 0)
-#define REDISMODULE_STREAM_TRIM_APPROX (1 << 0)
-typedef struct {
-  uint64_t ms;
-  uint64_t seq;
-} RedisModuleStreamID;
-
 typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleString RedisModuleString;
 typedef struct RedisModuleKey RedisModuleKey;
@@ -67,9 +58,7 @@ typedef void (*RedisModuleTimerProc)(RedisModuleCtx *ctx, void *data);
 
 /* Keyspace notifications a module subscribes to (independent of notify-keyspace-events). */
 #define REDISMODULE_NOTIFY_GENERIC (1 << 2) /* del, expire, rename, restore (MIGRATE's write) */
-#define REDISMODULE_NOTIFY_HASH (1 << 6)
 #define REDISMODULE_NOTIFY_ZSET (1 << 7)
-#define REDISMODULE_NOTIFY_STREAM (1 << 10)
 typedef int (*RedisModuleNotificationFunc)(RedisModuleCtx *ctx, int type, const char *event,
                                            RedisModuleString *key);
 
@@ -114,13 +103,6 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent e
   X(int, HashGet, (RedisModuleKey * key, int flags, ...), 1)                                    \
   X(int, KeyExists, (RedisModuleCtx * ctx, RedisModuleString * keyname), 1)                     \
   X(int, ZsetScore, (RedisModuleKey * key, RedisModuleString * ele, double *score), 1)          \
-  X(int, HashSet, (RedisModuleKey * key, int flags, ...), 1)                                    \
-  X(int, ZsetAdd, (RedisModuleKey * key, double score, RedisModuleString * ele, int *flagsptr), 1) \
-  X(int, StreamAdd,                                                                             \
-    (RedisModuleKey * key, int flags, RedisModuleStreamID *id, RedisModuleString **argv, long numfields), 1) \
-  X(long long, StreamTrimByLength, (RedisModuleKey * key, int flags, long long length), 1)     \
-  X(int, Replicate, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...), 1)      \
-  X(int, NotifyKeyspaceEvent, (RedisModuleCtx * ctx, int type, const char *event, RedisModuleString *key), 1) \
   X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...), 1) \
   X(void, FreeCallReply, (RedisModuleCallReply * reply), 1)                                     \
   X(int, CallReplyType, (RedisModuleCallReply * reply), 1)                                      \

@@ -1,9 +1,7 @@
-// The prototype EMQ.ENQUEUE (module/enqueue.c, branch nativeadd; not in SPEC 26, no runtime
-// sends it): for the plain case it must do what enqueue.lua does. Every conformance case of
-// enqueue.json in the plain case replays against both of its write passes (EMQ.ENQUEUE, the key
-// API, and EMQ.ENQUEUE.CALL, RedisModule_Call); every other case is refused with EMQNATIVE and
-// nothing written; and a replica fed by the key API's explicit replication ends equal to its
-// primary.
+// EMQ.ENQUEUE (module/enqueue.c, SPEC 26): for the plain case it must do what enqueue.lua does.
+// Every conformance case of enqueue.json in the plain case replays against it; every other case
+// is refused with EMQNATIVE and nothing written; a consumer parked on the wake stream is woken;
+// and a replica fed by the command's propagated writes ends equal to its primary.
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CallRunner, files, replay } from '../support/conformance.js';
@@ -12,7 +10,7 @@ import { keyState } from '../support/key-state.js';
 import { loadModuleArgs, nativeModule } from '../support/native-module.js';
 import { RedisServer } from '../support/redis-server.js';
 
-const COMMANDS = ['EMQ.ENQUEUE', 'EMQ.ENQUEUE.CALL'] as const;
+const COMMAND = 'EMQ.ENQUEUE';
 
 function moduleRunner(command: string): CallRunner {
   return async (client, _s, keys, argv) => {
@@ -39,7 +37,7 @@ function plain(argv: string[]): boolean {
 const env = nativeModule.path ? useRedisServer({ args: loadModuleArgs() }) : undefined;
 const cases = files.find((f) => f.script === 'enqueue')?.cases ?? [];
 
-describe.skipIf(!nativeModule.path)('EMQ.ENQUEUE, the prototype native plain enqueue', () => {
+describe.skipIf(!nativeModule.path)('EMQ.ENQUEUE, the native plain enqueue', () => {
   let client: Redis;
   beforeAll(() => {
     client = env!.server.client();
@@ -53,55 +51,51 @@ describe.skipIf(!nativeModule.path)('EMQ.ENQUEUE, the prototype native plain enq
     expect(cases.filter((c) => !plain(c.call.argv)).length).toBeGreaterThan(5);
   });
 
-  for (const command of COMMANDS) {
-    describe(`enqueue.json's plain cases as ${command}`, () => {
-      for (const c of cases.filter((c) => plain(c.call.argv))) {
-        it(c.name, async () => {
-          expect(await replay(client, c, moduleRunner(command))).toEqual([]);
+  describe(`enqueue.json's plain cases as ${COMMAND}`, () => {
+    for (const c of cases.filter((c) => plain(c.call.argv))) {
+      it(c.name, async () => {
+        expect(await replay(client, c, moduleRunner(COMMAND))).toEqual([]);
+      });
+    }
+  });
+
+  describe(`enqueue.json's other cases: ${COMMAND} refuses them with EMQNATIVE and writes nothing`, () => {
+    for (const c of cases.filter((c) => !plain(c.call.argv))) {
+      it(c.name, async () => {
+        const p = `emq:{${c.queue}}:`;
+        let seen: { error?: string; same?: boolean } = {};
+        await replay(client, c, async (cl, _s, keys, argv) => {
+          const before = await keyState(cl, p, { withTtl: true });
+          const outcome = await moduleRunner(COMMAND)(cl, _s, keys, argv);
+          const after = await keyState(cl, p, { withTtl: true });
+          seen = { error: 'error' in outcome ? outcome.error.message : undefined, same: undefined };
+          seen.same = JSON.stringify(before) === JSON.stringify(after);
+          return outcome;
         });
-      }
-    });
+        expect(seen.error).toMatch(/^EMQNATIVE not plain: /);
+        expect(seen.same).toBe(true);
+      });
+    }
+  });
 
-    describe(`enqueue.json's other cases: ${command} refuses them with EMQNATIVE and writes nothing`, () => {
-      for (const c of cases.filter((c) => !plain(c.call.argv))) {
-        it(c.name, async () => {
-          const p = `emq:{${c.queue}}:`;
-          let seen: { error?: string; same?: boolean } = {};
-          await replay(client, c, async (cl, _s, keys, argv) => {
-            const before = await keyState(cl, p, { withTtl: true });
-            const outcome = await moduleRunner(command)(cl, _s, keys, argv);
-            const after = await keyState(cl, p, { withTtl: true });
-            seen = { error: 'error' in outcome ? outcome.error.message : undefined, same: undefined };
-            seen.same = JSON.stringify(before) === JSON.stringify(after);
-            return outcome;
-          });
-          expect(seen.error).toMatch(/^EMQNATIVE not plain: /);
-          expect(seen.same).toBe(true);
-        });
-      }
-    });
-  }
+  it('a consumer blocked on the wake stream returns when pending goes from empty to some', async () => {
+    const p = 'emq:{woken}:';
+    const keys = ['pending', 'events', 'wake', 'meta', 'ring'].map((k) => p + k);
+    await client.hset(`${p}meta`, 'version', '2');
+    await client.xadd(`${p}wake`, '*', 'w', '1'); // a wake stream that exists, as a parked consumer sees it
+    const parked = env!.server.client();
+    try {
+      const woken = parked.xread('BLOCK', 5000, 'STREAMS', `${p}wake`, '$');
+      await new Promise((r) => setTimeout(r, 100));
+      await client.call(COMMAND, 5, ...keys, p, 'JOBw1', '{}', '0', '', '', '3', '');
+      const got = (await woken) as [string, [string, string[]][]][] | null;
+      expect(got?.[0]?.[1]?.[0]?.[1]).toEqual(['w', '1']);
+    } finally {
+      await parked.quit();
+    }
+  });
 
-  for (const command of COMMANDS) {
-    it(`${command}: a consumer blocked on the wake stream returns when pending goes from empty to some`, async () => {
-      const p = `emq:{woken-${command}}:`;
-      const keys = ['pending', 'events', 'wake', 'meta', 'ring'].map((k) => p + k);
-      await client.hset(`${p}meta`, 'version', '2');
-      await client.xadd(`${p}wake`, '*', 'w', '1'); // a wake stream that exists, as a parked consumer sees it
-      const parked = env!.server.client();
-      try {
-        const woken = parked.xread('BLOCK', 5000, 'STREAMS', `${p}wake`, '$');
-        await new Promise((r) => setTimeout(r, 100));
-        await client.call(command, 5, ...keys, p, 'JOBw1', '{}', '0', '', '', '3', '');
-        const got = (await woken) as [string, [string, string[]][]][] | null;
-        expect(got?.[0]?.[1]?.[0]?.[1]).toEqual(['w', '1']);
-      } finally {
-        await parked.quit();
-      }
-    });
-  }
-
-  it('a replica fed by the explicit replication of the key API ends equal to its primary', async () => {
+  it('a replica fed by the writes it propagates ends equal to its primary', async () => {
     const replica = await RedisServer.start();
     const rc = replica.client();
     try {
@@ -125,11 +119,11 @@ describe.skipIf(!nativeModule.path)('EMQ.ENQUEUE, the prototype native plain enq
         '',
       ];
       const batch = Array.from({ length: 300 }, (_, i) => tuple(`JOBb${i}`, 'n', String(i % 3))).flat();
-      await client.call('EMQ.ENQUEUE', 5, ...keys, p, ...tuple('JOBone'));
-      await client.call('EMQ.ENQUEUE', 5, ...keys, p, ...batch);
+      await client.call(COMMAND, 5, ...keys, p, ...tuple('JOBone'));
+      await client.call(COMMAND, 5, ...keys, p, ...batch);
       for (let i = 0; i < 20; i++)
-        await client.call('EMQ.ENQUEUE', 5, ...keys, p, ...tuple(`JOBs${i}`, `m${i}`, '1', '4'));
-      await client.call('EMQ.ENQUEUE', 5, ...keys, p, ...tuple('JOBx', 'a'), ...tuple('JOBy', 'b'));
+        await client.call(COMMAND, 5, ...keys, p, ...tuple(`JOBs${i}`, `m${i}`, '1', '4'));
+      await client.call(COMMAND, 5, ...keys, p, ...tuple('JOBx', 'a'), ...tuple('JOBy', 'b'));
       await client.call('WAIT', 1, 5000);
       const primary = await keyState(client, p);
       expect(Object.keys(primary).length).toBeGreaterThan(300);
