@@ -18,14 +18,20 @@
 //   server, so a consumer sends complete+claim as EMQ.COMPLETE and its sweeps as module commands;
 //   MODULE=<path>: another build of it. NATIVE=1 (implies MODULE=1): wire and wire100 send
 //   complete+claim as EMQ.COMPLETE too (module/complete.c, complete.lua's plain case)
+//   native-add: EMQ.ENQUEUE (module/enqueue.c, enqueue.lua's plain case) against FCALL
+//   enqueue, all sent by one plain client with the runtime's tuples (7 fields, default options):
+//   N serial single-job calls and BULK (default 10000) jobs in calls of 1000, per job, on one
+//   module-loaded server (timers off), then a check that both leave the same keyspace.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { encodeJob } from '../src/wire/admission.js';
 import { PROTOCOL_VERSION } from '../src/wire/keyspace.js';
 import { buildLibrary } from '../src/wire/library.js';
+import { queueLimits } from '../src/wire/queue-wire.js';
 import { loadScripts } from '../src/wire/scripts.js';
 import type { Adapter } from './adapters/adapter.js';
 import { bullmqAdapter } from './adapters/bullmq.js';
@@ -38,7 +44,7 @@ const libs = (process.argv[4] ?? 'both') === 'both' ? ['echomq', 'bullmq'] : [pr
 const OUT = join(tmpdir(), `emq-callgrind-${process.pid}`);
 const native = process.env.NATIVE === '1';
 const nativeCommand = 'EMQ.COMPLETE';
-const moduleEnv = process.env.MODULE ?? (native ? '1' : '');
+const moduleEnv = process.env.MODULE ?? (native || what === 'native-add' ? '1' : '');
 const MODULE =
   moduleEnv === '' || moduleEnv === '0'
     ? undefined
@@ -208,8 +214,75 @@ async function main() {
     r.disconnect();
     return `echomq wire c${batch}: ${(ir / N / 1000).toFixed(1)}k instr/job (N=${N}, complete+claim by ${native ? nativeCommand : viaEval ? 'EVALSHA' : 'FCALL'}, no consumer)${stats(N)}`;
   };
+  /**
+   * The plain enqueue by FCALL and by the module command EMQ.ENQUEUE, one plain client, the
+   * runtime's 7-field tuples: serial single-job calls, then calls of 1000. Instructions per job.
+   */
+  const nativeAdd = async (): Promise<string[]> => {
+    const r = new Redis(url);
+    // SCRIPTS=<dir>: the FCALL rows run that directory's scripts (the runtime's rows its own).
+    const lib = buildLibrary(loadScripts(process.env.SCRIPTS).values());
+    const fname = lib.functions.get('enqueue')!.name;
+    const limits = queueLimits({});
+    const KEYS = ['pending', 'events', 'wake', 'meta', 'ring'];
+    const paths: [string, string[]][] = [
+      ['FCALL enqueue', ['FCALL', fname]],
+      ['EMQ.ENQUEUE', ['EMQ.ENQUEUE']],
+    ];
+    const send = (how: string[], p: string, tuples: string[]) =>
+      r.call(how[0]!, ...how.slice(1), KEYS.length, ...KEYS.map((k) => p + k), p, ...tuples);
+    /** The runtime's tuples for `q.enqueue(data)`, each id minted when its call is made. */
+    const tuples = (items: unknown[]) =>
+      items.flatMap((d) => {
+        const j = encodeJob(d, undefined, limits);
+        return [j.id, j.payload, j.priority, j.group, j.name, j.max, j.backoff];
+      });
+    const out: string[] = [];
+    const BULK = Number(process.env.BULK ?? 10000);
+    // The references: the runtime itself (q.enqueue, q.enqueueMany), as `add` measures it, and
+    // BullMQ (add, addBulk) on the same server (BULLMQ=0 leaves it out).
+    const references: [string, Adapter][] = [['runtime (q.enqueue, enqueueMany)', echomqAdapter]];
+    if (process.env.BULLMQ !== '0') references.push(['bullmq (add, addBulk)', bullmqAdapter]);
+    for (const [label, a] of references) {
+      const s = await a.open(url, `nadd-${a.name}-${Date.now()}`);
+      const items = payloads(N + 50);
+      for (const d of items.slice(0, 50)) await s.add(d);
+      zero();
+      for (const d of items.slice(50)) await s.add(d);
+      out.push(`${label} serial: ${(total() / N / 1000).toFixed(1)}k instr/job (N=${N})${stats(N)}`);
+      const bulkItems = payloads(BULK + 1000);
+      await s.addBulk(bulkItems.slice(0, 1000));
+      zero();
+      for (let i = 1000; i < bulkItems.length; i += 1000) await s.addBulk(bulkItems.slice(i, i + 1000));
+      out.push(`${label} bulk 1000: ${(total() / BULK / 1000).toFixed(1)}k instr/job (${BULK} jobs)`);
+      await s.close();
+    }
+    await r.call('FUNCTION', 'LOAD', 'REPLACE', lib.code);
+    for (const [label, how] of paths) {
+      const p = `emq:{nadd-${how[0]}-${Date.now()}}:`;
+      await r.hset(`${p}meta`, 'version', '2'); // what the runtime's first call leaves
+      const items = payloads(N + 50);
+      for (const d of items.slice(0, 50)) await send(how, p, tuples([d]));
+      zero();
+      for (const d of items.slice(50)) await send(how, p, tuples([d]));
+      out.push(`${label} serial: ${(total() / N / 1000).toFixed(1)}k instr/job (N=${N})${stats(N)}`);
+      const bp = `emq:{nbulk-${how[0]}-${Date.now()}}:`;
+      await r.hset(`${bp}meta`, 'version', '2');
+      const bulk = payloads(BULK + 1000);
+      await send(how, bp, tuples(bulk.slice(0, 1000)));
+      zero();
+      for (let i = 1000; i < bulk.length; i += 1000) await send(how, bp, tuples(bulk.slice(i, i + 1000)));
+      out.push(
+        `${label} bulk 1000: ${(total() / BULK / 1000).toFixed(1)}k instr/job (${BULK} jobs)${stats(BULK)}`,
+      );
+    }
+    out.push(await sameKeyspace(r, paths, send, tuples));
+    r.disconnect();
+    return out;
+  };
   const rows: string[] = [];
   try {
+    if (what === 'native-add') rows.push(...(await nativeAdd()));
     if (what === 'wire') rows.push(await wire(1));
     if (what === 'wire100') rows.push(await wire(100));
     for (const lib of libs) {
@@ -248,6 +321,99 @@ async function main() {
   for (const r of rows) console.log(r);
   process.exit(0);
 }
+/**
+ * The same calls sent to one queue per path, in step: the replies and what each queue holds
+ * (rows, pending, events and wake entries without their stream ids, `created` as present or
+ * not) must agree. Covers serial and bulk calls, a caller's id (created written), priority,
+ * name, max and backoff, an id named twice in a call, existing ids, ids in the idempotency
+ * window, names that differ (one entry a job), a call of duplicates only, a 9-field call, and
+ * a non-plain call (refused by the module, nothing written).
+ */
+async function sameKeyspace(
+  r: Redis,
+  paths: [string, string[]][],
+  send: (how: string[], p: string, tuples: string[]) => Promise<unknown>,
+  tuples: (items: unknown[]) => string[],
+): Promise<string> {
+  const stamp = Date.now();
+  const prefixes = paths.map(([, how]) => `emq:{same-${how[0]}-${stamp}}:`);
+  for (const p of prefixes) {
+    await r.hset(`${p}meta`, 'version', '2');
+    await r.zadd(`${p}ids:ended`, stamp, 'JOBended', stamp - 2 * 86400000, 'JOBlongago');
+  }
+  const own = (id: string, fields: string[]) => [id, ...fields];
+  const calls: string[][] = [];
+  for (let i = 0; i < 20; i++) calls.push(tuples([{ i }]));
+  calls.push(own('JOBcustom1', ['{"c":1}', '5', '', 'n', '5', '{"type":"fixed","delay":10}']));
+  const big = tuples(payloads(1000));
+  big.splice(500 * 7, 7, ...big.slice(10 * 7, 11 * 7)); // an id named twice
+  big.splice(900 * 7, 7, ...calls[3]!); // an id that exists
+  calls.push(big);
+  calls.push(
+    tuples(payloads(50)).map((v, i) => (i % 7 === 4 ? `name${Math.floor(i / 7) % 3}` : v)), // names differ
+  );
+  calls.push([...own('JOBended', ['{}', '0', '', '', '3', '']), ...tuples([{ e: 1 }])]);
+  calls.push([...own('JOBlongago', ['{}', '0', '', '', '3', ''])]);
+  calls.push([...calls[0]!, ...calls[1]!]); // duplicates only
+  calls.push([...tuples([{ nine: 1 }]), '', '', ...tuples([{ nine: 2 }]), '', '']);
+  const refused = [...tuples([{ g: 1 }])];
+  refused[3] = 'a-group';
+  const problems: string[] = [];
+  for (const [n, c] of calls.entries()) {
+    const replies: string[] = [];
+    for (const [i, [, how]] of paths.entries())
+      replies.push(JSON.stringify(await send(how, prefixes[i]!, c).catch((e: Error) => e.message)));
+    if (new Set(replies).size !== 1) problems.push(`call ${n}: replies ${replies.join(' / ')}`);
+  }
+  const states = [];
+  for (const p of prefixes) states.push(await plainState(r, p));
+  for (const [i, [, how]] of paths.entries()) {
+    if (i === 0) continue;
+    const before = JSON.stringify(states[i]);
+    const reply = await send(how, prefixes[i]!, refused).catch((e: Error) => e.message);
+    if (!String(reply).startsWith('EMQNATIVE not plain'))
+      problems.push(`${how[0]} non-plain replied ${reply}`);
+    if (JSON.stringify(await plainState(r, prefixes[i]!)) !== before)
+      problems.push(`${how[0]} non-plain wrote`);
+    if (JSON.stringify(states[i]) !== JSON.stringify(states[0]))
+      problems.push(`${how[0]} keyspace differs from the script's: ${diff(states[0]!, states[i]!)}`);
+  }
+  const keys = Object.keys(states[0]!).length;
+  return problems.length === 0
+    ? `same keyspace: ${calls.length} calls, ${keys} keys, every path alike (replies, rows, pending, events, wake)`
+    : `DIFFERENT:\n  ${problems.join('\n  ')}`;
+}
+
+/** A queue's keys under `p` by their name after it, stream entries without ids, `created` as 'T'. */
+async function plainState(r: Redis, p: string): Promise<Record<string, unknown>> {
+  const keys = ((await r.keys(`${p}*`)) as string[]).sort();
+  const out: Record<string, unknown> = {};
+  for (const k of keys) {
+    const type = await r.type(k);
+    let v: unknown;
+    if (type === 'hash') {
+      const h = await r.hgetall(k);
+      if (h.created !== undefined) h.created = 'T';
+      v = Object.entries(h).sort();
+    } else if (type === 'zset') v = await r.zrange(k, 0, -1, 'WITHSCORES');
+    else if (type === 'stream') v = ((await r.xrange(k, '-', '+')) as [string, string[]][]).map(([, f]) => f);
+    else v = type;
+    out[k.slice(p.length)] = v;
+  }
+  return out;
+}
+
+function diff(a: Record<string, unknown>, b: Record<string, unknown>): string {
+  const names = new Set([...Object.keys(a), ...Object.keys(b)]);
+  const out: string[] = [];
+  for (const n of names) {
+    const x = JSON.stringify(a[n]);
+    const y = JSON.stringify(b[n]);
+    if (x !== y) out.push(`${n}: ${x?.slice(0, 200)} vs ${y?.slice(0, 200)}`);
+  }
+  return out.slice(0, 5).join('; ');
+}
+
 main().catch((e) => {
   console.error(e);
   process.exit(1);

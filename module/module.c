@@ -4,6 +4,7 @@
  * release each queue's due jobs and recover its expired leases (timers.c, EMQ.TIMERS). Load it with
  * `redis-server --loadmodule module/build/echomq.so [timers off]` (or MODULE LOAD). */
 #include "complete.h"
+#include "enqueue.h"
 #include "promote.h"
 #include "redis_api.h"
 #include "sweep_stalled.h"
@@ -51,5 +52,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
   if (RedisModule_CreateCommand(ctx, "emq.complete", emq_complete, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
 #endif
+  /* enqueue.lua's plain case; anything else is refused (EMQNATIVE) for the caller to send the script. */
+  if (emq_enqueue_register(ctx, FLAGS) != REDISMODULE_OK) return REDISMODULE_ERR;
   return emq_timers_load(ctx, argv, argc);
 }

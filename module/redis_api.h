@@ -101,6 +101,8 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent e
   X(int, KeyType, (RedisModuleKey * key), 1)                                                    \
   X(size_t, ValueLength, (RedisModuleKey * key), 1)                                             \
   X(int, HashGet, (RedisModuleKey * key, int flags, ...), 1)                                    \
+  X(int, KeyExists, (RedisModuleCtx * ctx, RedisModuleString * keyname), 1)                     \
+  X(int, ZsetScore, (RedisModuleKey * key, RedisModuleString * ele, double *score), 1)          \
   X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...), 1) \
   X(void, FreeCallReply, (RedisModuleCallReply * reply), 1)                                     \
   X(int, CallReplyType, (RedisModuleCallReply * reply), 1)                                      \

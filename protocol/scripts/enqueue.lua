@@ -402,6 +402,11 @@ local batched = true
 for i = 0, n - 1 do
   if w >= 9 and ARGV[first + i * w + 7] ~= '' then batched = false end
 end
+-- A call of several jobs without dedupe keys sends its flat jobs to pending in one ZADD after
+-- the loop (score, id pairs; the same members and scores as one ZADD a job): nothing in the loop
+-- reads pending but the first EXISTS, made before any write. A single job keeps its own ZADD,
+-- so the serial add builds no table for it.
+local flat = (batched and n > 1) and {} or nil
 for i = 0, n - 1 do
   local b = first + i * w
   local id, prio, group, name = ARGV[b], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
@@ -442,7 +447,11 @@ for i = 0, n - 1 do
       if w == 14 and ARGV[b + 13] ~= '' then row[#row + 1], row[#row + 2] = 'timeout', ARGV[b + 13] end
     end
     redis.call('HSET', jk, unpack(row))
-    if release(p, K, id, group, score, true) then woke = true end
+    if flat and not group then
+      flat[#flat + 1], flat[#flat + 2] = score, id
+    elseif release(p, K, id, group, score, true) then
+      woke = true
+    end
     if not group and was_empty then woke = true end
     if batched then
       added[#added + 1] = id
@@ -453,6 +462,7 @@ for i = 0, n - 1 do
     out[i + 1] = 1
   end
 end
+if flat and #flat > 0 then bulk('ZADD', K.pending, flat) end
 local same = batched
 for j = 2, #names do
   if names[j] ~= names[1] then same = false end
