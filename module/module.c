@@ -46,13 +46,13 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     return REDISMODULE_ERR;
   if (RedisModule_CreateCommand(ctx, "emq.stalled.check", emq_stalled_check, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
-  /* complete.lua's plain case; anything else is refused (EMQNATIVE) for the caller to send the script.
-   * -DEMQ_WITHOUT_COMPLETE (make without-complete): the earlier release's module, for a test. */
+  /* complete.lua's and enqueue.lua's plain cases; anything else is refused (EMQNATIVE) for the
+   * caller to send the script. -DEMQ_WITHOUT_COMPLETE (make without-complete): the earlier
+   * release's module, the sweeps only, for a test. */
 #ifndef EMQ_WITHOUT_COMPLETE
   if (RedisModule_CreateCommand(ctx, "emq.complete", emq_complete, FLAGS, 2, 2, 1) != REDISMODULE_OK)
     return REDISMODULE_ERR;
-#endif
-  /* enqueue.lua's plain case; anything else is refused (EMQNATIVE) for the caller to send the script. */
   if (emq_enqueue_register(ctx, FLAGS) != REDISMODULE_OK) return REDISMODULE_ERR;
+#endif
   return emq_timers_load(ctx, argv, argc);
 }

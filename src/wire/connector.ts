@@ -274,17 +274,20 @@ export class Connector {
   /**
    * Runs a protocol script: by FCALL (src/wire/functions.ts) or EVALSHA, the body once more on NOSCRIPT. With `durability`,
    * over the replicated writes' own connection, resolving once WAIT confirms the replicas.
+   * `viaScript`: the caller knows this call is outside the module command's plain case (an
+   * enqueue with a group or a dedupe key), so it goes by the script without a refused try.
    */
   async run(
     script: Script,
     keys: readonly string[],
     argv: readonly (string | number)[],
     durability?: Replication,
+    viaScript = false,
   ): Promise<unknown> {
     this.assertOpen();
     const started = this.observers.size > 0 ? performance.now() : undefined;
     try {
-      const command = durability ? undefined : this.nativeFor(script, argv);
+      const command = durability || viaScript ? undefined : this.nativeFor(script, argv);
       const reply = durability
         ? await this.replicatedWrites().run(script, keys, argv, durability)
         : command

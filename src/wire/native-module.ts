@@ -1,7 +1,8 @@
 // The native module (module/, SPEC.md "The native module"): on a redis-server that loaded it,
-// the two sweeps and complete's plain case run as server commands instead of scripts, with the
+// the two sweeps and complete's and enqueue's plain cases run as server commands instead of scripts, with the
 // script's KEYS and ARGV and the same effects and replies. Detected once at connect with COMMAND
-// INFO, command by command: a module of an earlier release (the sweeps without EMQ.COMPLETE) is
+// INFO, command by command: a module of an earlier release (the sweeps without EMQ.COMPLETE or
+// EMQ.ENQUEUE) is
 // used for what it offers.
 import { Cluster, type Redis } from 'ioredis';
 import { EchoMQError } from '../core/errors.js';
@@ -16,6 +17,12 @@ export const NATIVE_COMMANDS = {
    * connector sends the same call as the script (src/wire/connector.ts).
    */
   complete: 'EMQ.COMPLETE',
+  /**
+   * enqueue's plain case (7-field tuples without a group: no dedupe key, lifo, retention, tags or
+   * timeout of a job's own). The verb sends only such calls as the command (src/wire/verbs/jobs.ts
+   * decides by the call's shape, which is per call, not per queue); an EMQNATIVE is a safety net.
+   */
+  enqueue: 'EMQ.ENQUEUE',
 } as const;
 
 /**

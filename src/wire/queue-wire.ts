@@ -118,9 +118,10 @@ export class QueueWire {
     argv: readonly (string | number)[],
     jobId?: string,
     durability?: Replication,
+    viaScript?: boolean,
   ): Promise<unknown> {
-    if (!this.helloDone) return this.greetAndRun(name, argv, jobId, durability);
-    return this.send(name, argv, jobId, durability);
+    if (!this.helloDone) return this.greetAndRun(name, argv, jobId, durability, viaScript);
+    return this.send(name, argv, jobId, durability, viaScript);
   }
 
   private async greetAndRun(
@@ -128,10 +129,11 @@ export class QueueWire {
     argv: readonly (string | number)[],
     jobId: string | undefined,
     durability: Replication | undefined,
+    viaScript: boolean | undefined,
   ): Promise<unknown> {
     this.connector.assertOpen();
     await this.greet();
-    return this.send(name, argv, jobId, durability);
+    return this.send(name, argv, jobId, durability, viaScript);
   }
 
   private send(
@@ -139,6 +141,7 @@ export class QueueWire {
     argv: readonly (string | number)[],
     jobId: string | undefined,
     durability: Replication | undefined,
+    viaScript: boolean | undefined,
   ): Promise<unknown> {
     let s: Script;
     let keys: string[] | undefined;
@@ -152,7 +155,7 @@ export class QueueWire {
     } catch (err) {
       return Promise.reject(err); // a rejection, as from any call, never a throw
     }
-    return this.connector.run(s, keys, argv, durability);
+    return this.connector.run(s, keys, argv, durability, viaScript);
   }
 
   /** A migrate moved the queue to `version`: what this handle says from now on. */

@@ -38,6 +38,7 @@ describe.skipIf(!nativeModule.path)(
       try {
         expect([...mq.connector.native.values()].sort()).toEqual([
           'EMQ.COMPLETE',
+          'EMQ.ENQUEUE',
           'EMQ.PROMOTE',
           'EMQ.STALLED.CHECK',
         ]);
@@ -70,7 +71,7 @@ describe.skipIf(!nativeModule.path)(
 
     it("module 'require' connects where the module is loaded and refuses with EMQNOMODULE where not", async () => {
       const mq = await EchoMQ.connect({ url: env!.server.url, module: 'require' });
-      expect(mq.connector.native.size).toBe(3);
+      expect(mq.connector.native.size).toBe(4);
       await mq.close();
       await expect(EchoMQ.connect({ url: plain.url, module: 'require' })).rejects.toMatchObject({
         code: 'EMQNOMODULE',

@@ -40,7 +40,10 @@ export async function enqueue(
     if (wide) argv.push(j.retainCompleted, j.retainDead, j.tags, j.lifo);
     if (timed) argv.push(j.timeout);
   }
-  const reply = (await w.run('enqueue', argv, undefined, durability)) as (number | string)[];
+  // The module's EMQ.ENQUEUE takes only 7-field tuples without a group (SPEC 26): whether a call
+  // is plain is its shape, known here, so any other goes by the script without a refused try.
+  const plain = !deduped && jobs.every((j) => j.group === '');
+  const reply = (await w.run('enqueue', argv, undefined, durability, !plain)) as (number | string)[];
   return reply.map((r, i) => admitted(jobs[i]!.id, r, 'enqueued'));
 }
 
