@@ -90,20 +90,7 @@ static RedisModuleString *text_of(Sweep *s, long long v) {
 /* The hash's fields (NULL where absent) in one key opening: 0 (WRONGTYPE replied) when the key
  * holds another type. */
 static int read_hash(Sweep *s, RedisModuleString *key, const char *const *fields, RedisModuleString **out) {
-  int n = 0;
-  while (fields[n]) out[n] = NULL, n++;
-  RedisModuleKey *k = RedisModule_OpenKey(s->ctx, key, REDISMODULE_READ);
-  int type = RedisModule_KeyType(k);
-  if (type == REDISMODULE_KEYTYPE_HASH) {
-    for (int at = 0; at < n; at += 8) {
-      const char *f[8] = {0};
-      for (int i = 0; i < 8 && at + i < n; i++) f[i] = fields[at + i];
-      RedisModuleString **o = out + at;
-      RedisModule_HashGet(k, REDISMODULE_HASH_CFIELDS, f[0], &o[0], f[1], &o[1], f[2], &o[2], f[3], &o[3], f[4],
-                          &o[4], f[5], &o[5], f[6], &o[6], f[7], &o[7], NULL);
-    }
-  }
-  RedisModule_CloseKey(k);
+  int type = hash_fields(s, key, fields, out);
   if (type == REDISMODULE_KEYTYPE_EMPTY || type == REDISMODULE_KEYTYPE_HASH) return 1;
   return refuse(s, "WRONGTYPE Operation against a key holding the wrong kind of value");
 }

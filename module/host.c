@@ -200,11 +200,12 @@ int expect_type(Sweep *s, RedisModuleString *key, int type) {
   return refuse(s, WRONGTYPE);
 }
 
-void hash_fields(Sweep *s, RedisModuleString *key, const char *const *fields, RedisModuleString **out) {
+int hash_fields(Sweep *s, RedisModuleString *key, const char *const *fields, RedisModuleString **out) {
   int n = 0;
   while (fields[n]) out[n] = NULL, n++;
   RedisModuleKey *k = RedisModule_OpenKey(s->ctx, key, REDISMODULE_READ);
-  if (RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_HASH) {
+  int type = RedisModule_KeyType(k);
+  if (type == REDISMODULE_KEYTYPE_HASH) {
     /* HashGet takes (field, &value) pairs up to a NULL: eight at a time. */
     for (int at = 0; at < n; at += 8) {
       const char *f[8] = {0};
@@ -215,6 +216,7 @@ void hash_fields(Sweep *s, RedisModuleString *key, const char *const *fields, Re
     }
   }
   RedisModule_CloseKey(k);
+  return type;
 }
 
 RedisModuleString *hash_field(Sweep *s, RedisModuleString *key, const char *field) {

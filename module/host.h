@@ -70,8 +70,9 @@ void lua_number_text(double v, char *buf, size_t size);
 int key_type(Sweep *s, RedisModuleString *key);
 /* 1 when the key is absent or of `type`; else replies WRONGTYPE and returns 0. */
 int expect_type(Sweep *s, RedisModuleString *key, int type);
-/* The hash's fields (NULL where absent): C-string field names, NULL-terminated. */
-void hash_fields(Sweep *s, RedisModuleString *key, const char *const *fields, RedisModuleString **out);
+/* The hash's fields (NULL where absent): C-string field names, NULL-terminated; returns the
+ * key's type (REDISMODULE_KEYTYPE_*), the fields read only from a hash. */
+int hash_fields(Sweep *s, RedisModuleString *key, const char *const *fields, RedisModuleString **out);
 RedisModuleString *hash_field(Sweep *s, RedisModuleString *key, const char *field);
 RedisModuleString *hash_field_str(Sweep *s, RedisModuleString *key, Str field);
 size_t key_length(Sweep *s, RedisModuleString *key);
