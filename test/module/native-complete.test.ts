@@ -48,6 +48,17 @@ async function snapshot(client: Redis, prefix: string, exact = false): Promise<R
     else if (type === 'string') value = await client.get(key);
     else value = await client.call('DUMP', key);
     const ttl = (await client.pttl(key)) >= 0;
+    const minute = exact ? null : /^(.*:stats:)\d+$/.exec(key);
+    if (minute && type === 'hash') {
+      // The stats counters are per minute: a run that crosses a minute writes two keys where
+      // the other run wrote one, so the counters are compared summed over the run's minutes.
+      const sums = new Map((out[`${minute[1]}#`] as { value?: [string, string][] } | undefined)?.value ?? []);
+      for (const [f, n] of value as [string, string][])
+        sums.set(f, String(Number(sums.get(f) ?? 0) + Number(n)));
+      const summed = [...sums].sort(([a], [b]) => (a < b ? -1 : 1));
+      out[`${minute[1]}#`] = { type, ttl, value: summed };
+      continue;
+    }
     out[exact ? key : blank(key)] = { type, encoding, ttl, value: exact ? value : blankAll(value) };
   }
   return out;
