@@ -86,7 +86,11 @@ describe.skipIf(!nativeModule.path)('EMQ.ENQUEUE, the native plain enqueue', () 
     const parked = env!.server.client();
     try {
       const woken = parked.xread('BLOCK', 5000, 'STREAMS', `${p}wake`, '$');
-      await new Promise((r) => setTimeout(r, 100));
+      // Admit only once the read is parked (CLIENT LIST shows it blocked in XREAD), not after a pause
+      for (let i = 0; !/ flags=b .*cmd=xread/.test((await client.client('LIST')) as string); i++) {
+        if (i > 400) throw new Error('the reader never blocked');
+        await new Promise((r) => setTimeout(r, 10));
+      }
       await client.call(COMMAND, 5, ...keys, p, 'JOBw1', '{}', '0', '', '', '3', '');
       const got = (await woken) as [string, [string, string[]][]][] | null;
       expect(got?.[0]?.[1]?.[0]?.[1]).toEqual(['w', '1']);
